@@ -1,0 +1,563 @@
+package cloud
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/klog/v2"
+)
+
+// Kind names the kind of object a call is about. Kept results, fences and
+// callbacks are per object, and an object is a Kind and a key.
+type Kind string
+
+const (
+	// KindNode: instance calls; the key is the Node's name.
+	KindNode Kind = "node"
+	// KindService: load-balancer calls; the key is the Service's "namespace/name".
+	KindService Kind = "service"
+	// KindRoute: route calls; the key is the route's destination CIDR
+	// (ListRoutes: the cluster name).
+	KindRoute Kind = "route"
+)
+
+// Options configure a Guard. Zero values take the defaults of DefaultOptions.
+type Options struct {
+	// CallTimeout is the deadline of every call but the load-balancer mutations.
+	CallTimeout time.Duration
+	// LBCallTimeout is the deadline of EnsureLoadBalancer, UpdateLoadBalancer
+	// and EnsureLoadBalancerDeleted.
+	LBCallTimeout time.Duration
+	// DetachAfter is the longest a caller waits for a call.
+	DetachAfter time.Duration
+	// MaxInflight bounds the calls in the provider at once (attached,
+	// detached and abandoned).
+	MaxInflight int
+	// MaxAbandoned bounds the calls past their deadline that have not returned.
+	MaxAbandoned int
+	// MaxPerMethod bounds the calls of one method in the provider at once,
+	// so one slow method cannot take all of MaxInflight. Default MaxInflight/2.
+	MaxPerMethod int
+	// FenceTimeout is how long past its deadline an abandoned mutating call
+	// still fences its object.
+	FenceTimeout time.Duration
+	// QPS and Burst limit the rate of calls to the provider; QPS 0 is unlimited.
+	QPS   float32
+	Burst int
+	// KeepResultFor is how long the result of a detached call waits for the
+	// object's next call before it is dropped.
+	KeepResultFor time.Duration
+}
+
+// DefaultOptions are the defaults of the command-line flags.
+func DefaultOptions() Options {
+	return Options{
+		CallTimeout:   60 * time.Second,
+		LBCallTimeout: 10 * time.Minute,
+		DetachAfter:   10 * time.Second,
+		MaxInflight:   256,
+		MaxAbandoned:  64,
+		FenceTimeout:  5 * time.Minute,
+		KeepResultFor: 10 * time.Minute,
+	}
+}
+
+func (o Options) withDefaults() Options {
+	d := DefaultOptions()
+	if o.CallTimeout <= 0 {
+		o.CallTimeout = d.CallTimeout
+	}
+	if o.LBCallTimeout <= 0 {
+		o.LBCallTimeout = d.LBCallTimeout
+	}
+	if o.DetachAfter <= 0 {
+		o.DetachAfter = d.DetachAfter
+	}
+	if o.MaxInflight <= 0 {
+		o.MaxInflight = d.MaxInflight
+	}
+	if o.MaxAbandoned <= 0 {
+		o.MaxAbandoned = d.MaxAbandoned
+	}
+	if o.MaxPerMethod <= 0 {
+		o.MaxPerMethod = max(1, o.MaxInflight/2)
+	}
+	if o.FenceTimeout <= 0 {
+		o.FenceTimeout = d.FenceTimeout
+	}
+	if o.KeepResultFor <= 0 {
+		o.KeepResultFor = d.KeepResultFor
+	}
+	if o.QPS > 0 && o.Burst <= 0 {
+		o.Burst = 1
+	}
+	return o
+}
+
+// Throttle back-off bounds: a throttled call pauses every call for at least
+// the back-off, which doubles per throttle and resets on a success.
+const (
+	minThrottleBackoff = time.Second
+	maxThrottleBackoff = 30 * time.Second
+)
+
+// Guard stands between the controllers and a cloudprovider.Interface. Every
+// call gets a deadline, runs in its own goroutine, and releases its caller
+// after at most the detach window; see ARCHITECTURE.md for the contract.
+//
+// Guard implements cloudprovider.Interface, offering InstancesV2,
+// LoadBalancer and Routes in guarded form; the deprecated Instances, Zones
+// and Clusters are not offered.
+type Guard struct {
+	provider cloudprovider.Interface
+	name     string
+	opts     Options
+	limiter  *rate.Limiter
+
+	instances cloudprovider.InstancesV2
+	lb        cloudprovider.LoadBalancer
+	routes    cloudprovider.Routes
+
+	// base is cancelled by Close; it cancels the context of every call.
+	base   context.Context
+	cancel context.CancelFunc
+
+	mu        sync.Mutex
+	active    map[callKey]*call   // calls neither returned nor past deadline
+	fences    map[objectKey]*call // mutating calls that fence their object
+	kept      map[callKey]*keptResult
+	perMethod map[string]int
+	inflight  int
+	detached  int
+	abandoned int
+	callbacks map[Kind]func(key string)
+	backoff   time.Duration
+	pauseTill time.Time
+}
+
+var _ cloudprovider.Interface = (*Guard)(nil)
+
+type objectKey struct {
+	kind Kind
+	key  string
+}
+
+type callKey struct {
+	obj    objectKey
+	method string
+}
+
+type keptResult struct {
+	fingerprint string
+	res         any
+	err         error
+	at          time.Time
+}
+
+// call is one provider call. Its fields below mu are guarded by Guard.mu.
+type call struct {
+	key         callKey
+	fingerprint string
+	mutating    bool
+	start       time.Time
+	done        chan struct{} // closed when the provider returned
+	expired     chan struct{} // closed when the deadline passed first
+
+	res any
+	err error
+
+	returned  bool
+	detached  bool // the caller was released; the result is kept
+	abandoned bool // past the deadline, not returned
+	deadline  *time.Timer
+}
+
+// New wraps provider. The provider must already be initialised.
+func New(provider cloudprovider.Interface, opts Options) *Guard {
+	RegisterMetrics()
+	opts = opts.withDefaults()
+	g := &Guard{
+		provider:  provider,
+		name:      provider.ProviderName(),
+		opts:      opts,
+		active:    map[callKey]*call{},
+		fences:    map[objectKey]*call{},
+		kept:      map[callKey]*keptResult{},
+		perMethod: map[string]int{},
+		callbacks: map[Kind]func(string){},
+	}
+	if opts.QPS > 0 {
+		g.limiter = rate.NewLimiter(rate.Limit(opts.QPS), opts.Burst)
+	}
+	g.base, g.cancel = context.WithCancel(context.Background())
+	if i, ok := provider.InstancesV2(); ok && i != nil {
+		g.instances = &instancesV2{g: g, p: i}
+	}
+	if lb, ok := provider.LoadBalancer(); ok && lb != nil {
+		g.lb = &loadBalancer{g: g, p: lb}
+	}
+	if r, ok := provider.Routes(); ok && r != nil {
+		g.routes = &routes{g: g, p: r}
+	}
+	return g
+}
+
+// Close cancels the context of every call in flight. Calls that ignore
+// their context still end at their deadline, as far as callers can tell.
+func (g *Guard) Close() { g.cancel() }
+
+// OnResult registers fn to be called with an object's key when a detached
+// call about an object of that kind returns or reaches its deadline, so the
+// controller can re-enqueue the object and take the kept result.
+func (g *Guard) OnResult(kind Kind, fn func(key string)) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.callbacks[kind] = fn
+}
+
+// ProviderName returns the provider's name.
+func (g *Guard) ProviderName() string { return g.name }
+
+// HasClusterID returns the provider's answer.
+func (g *Guard) HasClusterID() bool { return g.provider.HasClusterID() }
+
+// Initialize does nothing: the provider is initialised before it is guarded.
+func (g *Guard) Initialize(cloudprovider.ControllerClientBuilder, <-chan struct{}) {}
+
+// InstancesV2 returns the guarded InstancesV2, if the provider has it.
+func (g *Guard) InstancesV2() (cloudprovider.InstancesV2, bool) {
+	return g.instances, g.instances != nil
+}
+
+// LoadBalancer returns the guarded LoadBalancer, if the provider has it.
+func (g *Guard) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return g.lb, g.lb != nil }
+
+// Routes returns the guarded Routes, if the provider has it.
+func (g *Guard) Routes() (cloudprovider.Routes, bool) { return g.routes, g.routes != nil }
+
+// Instances is not offered: controllers use InstancesV2.
+func (g *Guard) Instances() (cloudprovider.Instances, bool) { return nil, false }
+
+// Zones is not offered: controllers use InstancesV2.
+func (g *Guard) Zones() (cloudprovider.Zones, bool) { return nil, false }
+
+// Clusters is not offered.
+func (g *Guard) Clusters() (cloudprovider.Clusters, bool) { return nil, false }
+
+// request describes one call for do.
+type request struct {
+	method   string
+	obj      objectKey
+	mutating bool
+	// fingerprint identifies the call's arguments: a kept result or an
+	// active call is only reused for the same arguments.
+	fingerprint string
+	timeout     time.Duration
+}
+
+// do runs fn under the guard's contract and returns its result, or a guard
+// error (ErrSaturated, ErrFenced, ErrInProgress wrapped in RetryAfterError,
+// or ErrTimeout).
+func do[T any](ctx context.Context, g *Guard, r request, fn func(context.Context) (T, error)) (T, error) {
+	var zero T
+	res, err := g.do(ctx, r, func(ctx context.Context) (any, error) { return fn(ctx) })
+	if v, ok := res.(T); ok {
+		return v, err
+	}
+	return zero, err
+}
+
+func (g *Guard) do(ctx context.Context, r request, fn func(context.Context) (any, error)) (any, error) {
+	ck := callKey{obj: r.obj, method: r.method}
+	g.mu.Lock()
+	if res, err, ok := g.takeKeptLocked(ck, r.fingerprint); ok {
+		g.mu.Unlock()
+		g.count(r.method, classify(err))
+		return res, err
+	}
+	if c := g.active[ck]; c != nil && c.detached && c.fingerprint == r.fingerprint && !r.mutating {
+		// The same question is already being asked in the background; its
+		// answer will be kept and the object re-enqueued.
+		g.mu.Unlock()
+		g.count(r.method, ResultDetached)
+		return nil, g.inProgress(r.method)
+	}
+	if r.mutating {
+		if f := g.fences[r.obj]; f != nil {
+			g.mu.Unlock()
+			g.count(r.method, ResultFenced)
+			return nil, &RetryAfterError{RetryAfter: g.opts.DetachAfter, Err: fmt.Errorf("%s %s %q: %w", r.method, r.obj.kind, r.obj.key, ErrFenced)}
+		}
+	}
+	if g.inflight >= g.opts.MaxInflight || g.abandoned >= g.opts.MaxAbandoned || g.perMethod[r.method] >= g.opts.MaxPerMethod {
+		why := fmt.Sprintf("%d calls in flight, %d abandoned, %d of %s", g.inflight, g.abandoned, g.perMethod[r.method], r.method)
+		g.mu.Unlock()
+		g.count(r.method, ResultSaturated)
+		return nil, &RetryAfterError{RetryAfter: g.opts.DetachAfter, Err: fmt.Errorf("%s: %w (%s)", r.method, ErrSaturated, why)}
+	}
+	c := g.startLocked(ctx, ck, r, fn)
+	g.mu.Unlock()
+	return g.wait(ctx, c)
+}
+
+// startLocked starts fn in its own goroutine with its own deadline.
+func (g *Guard) startLocked(ctx context.Context, ck callKey, r request, fn func(context.Context) (any, error)) *call {
+	c := &call{
+		key:         ck,
+		fingerprint: r.fingerprint,
+		mutating:    r.mutating,
+		start:       time.Now(),
+		done:        make(chan struct{}),
+		expired:     make(chan struct{}),
+	}
+	g.inflight++
+	g.perMethod[r.method]++
+	g.active[ck] = c
+	if r.mutating {
+		g.fences[r.obj] = c
+	}
+	g.setGaugesLocked()
+
+	// The call keeps the caller's values (logger) but not its cancellation:
+	// a released caller must not cancel the call it left behind.
+	callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.timeout)
+	stop := context.AfterFunc(g.base, cancel)
+	c.deadline = time.AfterFunc(r.timeout, func() { g.expire(c) })
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				utilruntime.HandleErrorWithContext(ctx, nil, "Cloud provider panicked", "method", ck.method, "panic", p)
+				c.res, c.err = nil, fmt.Errorf("%s: cloud provider panicked: %v", ck.method, p)
+			}
+			stop()
+			cancel()
+			g.finish(c)
+		}()
+		if err := g.waitTurn(callCtx); err != nil {
+			c.err = err
+			return
+		}
+		c.res, c.err = fn(callCtx)
+		if c.err != nil && callCtx.Err() != nil && errors.Is(c.err, callCtx.Err()) && errors.Is(callCtx.Err(), context.DeadlineExceeded) {
+			c.err = fmt.Errorf("%s: %w", ck.method, ErrTimeout)
+		}
+	}()
+	return c
+}
+
+// wait holds the caller until the call returns, its deadline passes or the
+// detach window ends, whichever is first.
+func (g *Guard) wait(ctx context.Context, c *call) (any, error) {
+	window := time.NewTimer(g.opts.DetachAfter)
+	defer window.Stop()
+	var ctxErr error
+	select {
+	case <-c.done:
+	case <-c.expired:
+	case <-window.C:
+	case <-ctx.Done():
+		ctxErr = ctx.Err()
+	}
+
+	g.mu.Lock()
+	switch {
+	case c.returned && !c.detached:
+		g.mu.Unlock()
+		g.count(c.key.method, classify(c.err))
+		return c.res, c.err
+	case c.abandoned && !c.detached:
+		g.mu.Unlock()
+		g.count(c.key.method, ResultTimeout)
+		return nil, fmt.Errorf("%s %s %q: %w after %s", c.key.method, c.key.obj.kind, c.key.obj.key, ErrTimeout, time.Since(c.start).Round(time.Millisecond))
+	}
+	c.detached = true
+	g.detached++
+	g.setGaugesLocked()
+	g.mu.Unlock()
+	g.count(c.key.method, ResultDetached)
+	klog.FromContext(ctx).V(4).Info("Cloud call detached", "method", c.key.method, "kind", c.key.obj.kind, "key", c.key.obj.key)
+	if ctxErr != nil {
+		return nil, ctxErr
+	}
+	return nil, g.inProgress(c.key.method)
+}
+
+func (g *Guard) inProgress(method string) error {
+	return &RetryAfterError{RetryAfter: g.opts.DetachAfter, Err: fmt.Errorf("%s: %w", method, ErrInProgress)}
+}
+
+// finish runs when the provider returned.
+func (g *Guard) finish(c *call) {
+	var notify func(string)
+	g.mu.Lock()
+	c.returned = true
+	c.deadline.Stop()
+	g.inflight--
+	g.perMethod[c.key.method]--
+	if g.active[c.key] == c {
+		delete(g.active, c.key)
+	}
+	if g.fences[c.key.obj] == c {
+		delete(g.fences, c.key.obj)
+	}
+	if c.abandoned {
+		g.abandoned--
+	} else {
+		requestDuration.WithLabelValues(g.name, c.key.method, classify(c.err)).Observe(time.Since(c.start).Seconds())
+		g.noteThrottleLocked(c.err)
+		if c.detached {
+			g.detached--
+			g.keepLocked(c.key, c.fingerprint, c.res, c.err)
+			notify = g.callbacks[c.key.obj.kind]
+		}
+	}
+	g.setGaugesLocked()
+	g.mu.Unlock()
+	close(c.done)
+	if notify != nil {
+		notify(c.key.obj.key)
+	}
+}
+
+// expire runs when a call's deadline passes.
+func (g *Guard) expire(c *call) {
+	var notify func(string)
+	g.mu.Lock()
+	if c.returned {
+		g.mu.Unlock()
+		return
+	}
+	c.abandoned = true
+	g.abandoned++
+	if g.active[c.key] == c {
+		delete(g.active, c.key)
+	}
+	requestDuration.WithLabelValues(g.name, c.key.method, ResultTimeout).Observe(time.Since(c.start).Seconds())
+	if c.detached {
+		g.detached--
+		g.keepLocked(c.key, c.fingerprint, nil, fmt.Errorf("%s %s %q: %w", c.key.method, c.key.obj.kind, c.key.obj.key, ErrTimeout))
+		notify = g.callbacks[c.key.obj.kind]
+	}
+	if c.mutating {
+		// The fence outlives the deadline: the cloud may still be acting.
+		time.AfterFunc(g.opts.FenceTimeout, func() { g.releaseFence(c) })
+	}
+	g.setGaugesLocked()
+	g.mu.Unlock()
+	close(c.expired)
+	if notify != nil {
+		notify(c.key.obj.key)
+	}
+}
+
+func (g *Guard) releaseFence(c *call) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.fences[c.key.obj] == c {
+		delete(g.fences, c.key.obj)
+	}
+}
+
+func (g *Guard) keepLocked(ck callKey, fingerprint string, res any, err error) {
+	now := time.Now()
+	for k, v := range g.kept {
+		if now.Sub(v.at) > g.opts.KeepResultFor {
+			delete(g.kept, k)
+		}
+	}
+	g.kept[ck] = &keptResult{fingerprint: fingerprint, res: res, err: err, at: now}
+}
+
+// takeKeptLocked hands out the kept result of a detached call with the same
+// arguments, once. A kept result for other arguments is stale and dropped.
+func (g *Guard) takeKeptLocked(ck callKey, fingerprint string) (any, error, bool) {
+	k := g.kept[ck]
+	if k == nil {
+		return nil, nil, false
+	}
+	delete(g.kept, ck)
+	if k.fingerprint != fingerprint || time.Since(k.at) > g.opts.KeepResultFor {
+		return nil, nil, false
+	}
+	return k.res, k.err, true
+}
+
+// waitTurn waits out a throttle back-off and the rate limit.
+func (g *Guard) waitTurn(ctx context.Context) error {
+	g.mu.Lock()
+	pause := time.Until(g.pauseTill)
+	g.mu.Unlock()
+	if pause > 0 {
+		t := time.NewTimer(pause)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("waiting out cloud throttling: %w", ErrTimeout)
+		}
+	}
+	if g.limiter == nil {
+		return nil
+	}
+	if err := g.limiter.Wait(ctx); err != nil {
+		return fmt.Errorf("waiting for the cloud rate limit: %w: %w", ErrTimeout, err)
+	}
+	return nil
+}
+
+// noteThrottleLocked backs the limiter off after a throttled call and
+// resets the back-off after a success.
+func (g *Guard) noteThrottleLocked(err error) {
+	if err == nil {
+		g.backoff = 0
+		return
+	}
+	if !isThrottled(err) {
+		return
+	}
+	g.backoff = min(max(2*g.backoff, minThrottleBackoff), maxThrottleBackoff)
+	wait := g.backoff
+	if after, ok := RetryAfter(err); ok && after > wait {
+		wait = after
+	}
+	if till := time.Now().Add(wait); till.After(g.pauseTill) {
+		g.pauseTill = till
+	}
+}
+
+func (g *Guard) setGaugesLocked() {
+	inflightCalls.WithLabelValues(g.name).Set(float64(g.inflight))
+	detachedCalls.WithLabelValues(g.name).Set(float64(g.detached))
+	abandonedCalls.WithLabelValues(g.name).Set(float64(g.abandoned))
+}
+
+func (g *Guard) count(method, result string) {
+	requestsTotal.WithLabelValues(g.name, method, result).Inc()
+}
+
+func isThrottled(err error) bool {
+	var te *ThrottledError
+	return errors.As(err, &te)
+}
+
+// classify maps a provider result to its metric label.
+func classify(err error) string {
+	switch {
+	case err == nil:
+		return ResultSuccess
+	case errors.Is(err, ErrTimeout), errors.Is(err, context.DeadlineExceeded):
+		return ResultTimeout
+	case errors.Is(err, cloudprovider.InstanceNotFound):
+		return ResultNotFound
+	case isThrottled(err):
+		return ResultThrottled
+	default:
+		return ResultError
+	}
+}
