@@ -205,7 +205,40 @@ func New(provider cloudprovider.Interface, opts Options) *Guard {
 	if r, ok := provider.Routes(); ok && r != nil {
 		g.routes = &routes{g: g, p: r}
 	}
+	g.initMetrics()
 	return g
+}
+
+// Guarded methods, by the interface that has them.
+var (
+	instanceMethods = []string{"InstanceExists", "InstanceShutdown", "InstanceMetadata"}
+	lbMethods       = []string{"GetLoadBalancer", "EnsureLoadBalancer", "UpdateLoadBalancer", "EnsureLoadBalancerDeleted"}
+	routeMethods    = []string{"ListRoutes", "CreateRoute", "DeleteRoute"}
+	results         = []string{ResultSuccess, ResultError, ResultNotFound, ResultTimeout, ResultThrottled, ResultSaturated, ResultFenced, ResultDetached}
+)
+
+// initMetrics creates the series of the provider's methods at zero, so the
+// families show on /metrics before the first call and rates start from 0.
+func (g *Guard) initMetrics() {
+	var methods []string
+	if g.instances != nil {
+		methods = append(methods, instanceMethods...)
+	}
+	if g.lb != nil {
+		methods = append(methods, lbMethods...)
+	}
+	if g.routes != nil {
+		methods = append(methods, routeMethods...)
+	}
+	for _, m := range methods {
+		for _, r := range results {
+			requestsTotal.WithLabelValues(g.name, m, r)
+		}
+		requestDuration.WithLabelValues(g.name, m, ResultSuccess)
+	}
+	g.mu.Lock()
+	g.setGaugesLocked()
+	g.mu.Unlock()
 }
 
 // Close cancels the context of every call in flight. Calls that ignore

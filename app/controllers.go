@@ -1,0 +1,123 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/controller-manager/pkg/clientbuilder"
+
+	"github.com/ccmkit/ccmkit/cloud"
+)
+
+// ControllerContext is what a controller is built from. Controllers reach
+// the cloud only through Cloud, the guard.
+type ControllerContext struct {
+	// ClientBuilder gives each controller its own client, under its own
+	// service account with --use-service-account-credentials.
+	ClientBuilder clientbuilder.ControllerClientBuilder
+	// Informers is the one shared informer factory; it is started after
+	// every controller has been built.
+	Informers informers.SharedInformerFactory
+	// Events is the shared event broadcaster; controllers make recorders
+	// from it.
+	Events record.EventBroadcaster
+	// Cloud is the guarded provider.
+	Cloud *cloud.Guard
+	// Options are the command-line options, read-only.
+	Options *Options
+}
+
+// Controller is a built controller.
+type Controller interface {
+	// Run runs the controller until ctx is done. It returns an error when
+	// the controller fails and cannot go on.
+	Run(ctx context.Context) error
+}
+
+// NewControllerFunc builds a controller: it wires event handlers onto the
+// shared informers and returns without starting anything.
+type NewControllerFunc func(ctx context.Context, cc ControllerContext) (Controller, error)
+
+// ControllerDescriptor names a controller and how it is built.
+type ControllerDescriptor struct {
+	Name    string
+	Aliases []string
+	New     NewControllerFunc
+}
+
+// controllers lists every controller by name. A controller package adds
+// its constructor here; the wiring needs no other change.
+var controllers = []ControllerDescriptor{
+	{Name: "cloud-node", Aliases: []string{"cloud-node-controller"}},
+	{Name: "cloud-node-lifecycle", Aliases: []string{"cloud-node-lifecycle-controller"}},
+	{Name: "service", Aliases: []string{"service-lb-controller"}},
+	{Name: "route", Aliases: []string{"node-route-controller"}},
+}
+
+func controllerNames() []string {
+	names := make([]string, len(controllers))
+	for i, c := range controllers {
+		names[i] = c.Name
+	}
+	return names
+}
+
+func aliasHelp() string {
+	var parts []string
+	for _, c := range controllers {
+		for _, a := range c.Aliases {
+			parts = append(parts, a+"="+c.Name)
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// canonicalName resolves a controller name or alias.
+func canonicalName(name string) (string, bool) {
+	for _, c := range controllers {
+		if c.Name == name || slices.Contains(c.Aliases, name) {
+			return c.Name, true
+		}
+	}
+	return "", false
+}
+
+// enabledControllers applies --controllers: "*" enables every controller,
+// "name" enables one, "-name" disables one, whatever their order.
+func enabledControllers(flags []string) ([]ControllerDescriptor, error) {
+	all := false
+	enabled, disabled := map[string]bool{}, map[string]bool{}
+	var unknown []string
+	for _, f := range flags {
+		f = strings.TrimSpace(f)
+		if f == "*" {
+			all = true
+			continue
+		}
+		name, off := strings.CutPrefix(f, "-")
+		canonical, ok := canonicalName(name)
+		if !ok {
+			unknown = append(unknown, fmt.Sprintf("%q", f))
+			continue
+		}
+		if off {
+			disabled[canonical] = true
+		} else {
+			enabled[canonical] = true
+		}
+	}
+	if len(unknown) > 0 {
+		return nil, fmt.Errorf("unknown controller %s; controllers are %s (aliases %s)", strings.Join(unknown, ", "), strings.Join(controllerNames(), ", "), aliasHelp())
+	}
+	var out []ControllerDescriptor
+	for _, c := range controllers {
+		if !disabled[c.Name] && (all || enabled[c.Name]) {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
