@@ -1,0 +1,63 @@
+# ccmkit: an external cloud-controller-manager.
+# Tool versions are pinned here and in hack/testbin.sh.
+
+GOLANGCI_LINT_VERSION ?= v2.15.0
+CACHE      := $(CURDIR)/.cache
+BIN        := $(CURDIR)/bin
+TESTBIN    := $(CACHE)/testbin
+GOLANGCI   := $(CACHE)/bin/golangci-lint-$(GOLANGCI_LINT_VERSION)
+GO_TEST    ?= go test -race
+TEST_TIMEOUT ?= 40m
+
+export KUBEBUILDER_ASSETS := $(TESTBIN)
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## Show this help.
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: build
+build: ## Build bin/cloud-controller-manager.
+	go build -o $(BIN)/cloud-controller-manager ./cmd/cloud-controller-manager
+
+.PHONY: testbin
+testbin: ## Build kube-apiserver, etcd and kwok from source into .cache/testbin (once).
+	hack/testbin.sh
+
+.PHONY: test
+test: testbin ## Run unit, integration and e2e tests with -race (what CI runs).
+	go vet ./...
+	$(GO_TEST) -timeout $(TEST_TIMEOUT) ./...
+
+.PHONY: unit
+unit: ## Run the tests that need no control plane.
+	$(GO_TEST) -short ./...
+
+.PHONY: e2e
+e2e: testbin ## Run the e2e tests (real binary, real kube-apiserver, fake cloud).
+	$(GO_TEST) -timeout $(TEST_TIMEOUT) -count=1 -v ./test/e2e/...
+
+.PHONY: bench
+bench: ## Run the benchmarks and print their figures.
+	go test -run '^$$' -bench . -benchmem ./...
+
+$(GOLANGCI):
+	GOBIN=$(CACHE)/bin go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+	mv $(CACHE)/bin/golangci-lint $(GOLANGCI)
+
+.PHONY: lint
+lint: $(GOLANGCI) ## Run golangci-lint.
+	$(GOLANGCI) run ./...
+
+KUBECONFIG ?= $(HOME)/.kube/config
+FAKE_CONFIG ?= hack/fake-cloud.yaml
+.PHONY: run
+run: build ## Run the CCM with the fake cloud against the cluster in $KUBECONFIG.
+	$(BIN)/cloud-controller-manager --cloud-provider=fake --cloud-config=$(FAKE_CONFIG) \
+		--kubeconfig=$(KUBECONFIG) --authentication-kubeconfig=$(KUBECONFIG) --authorization-kubeconfig=$(KUBECONFIG) \
+		--bind-address=127.0.0.1 --v=2
+
+.PHONY: clean
+clean: ## Remove build outputs (keeps .cache).
+	rm -rf $(BIN)
