@@ -247,8 +247,8 @@ func runControllers(ctx context.Context, o *Options, restConfig *restclient.Conf
 		}
 		run = append(run, built{d.Name, c})
 	}
-	state.setInformers(factory)
 	factory.Start(ctx.Done())
+	state.setInformers(factory)
 
 	var wg sync.WaitGroup
 	for _, b := range run {

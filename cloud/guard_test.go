@@ -63,14 +63,14 @@ func (s *stubCloud) count(method string) int {
 }
 
 func (s *stubCloud) Initialize(cloudprovider.ControllerClientBuilder, <-chan struct{}) {}
-func (s *stubCloud) LoadBalancer() (cloudprovider.LoadBalancer, bool)                 { return s, true }
-func (s *stubCloud) Instances() (cloudprovider.Instances, bool)                       { return nil, false }
-func (s *stubCloud) InstancesV2() (cloudprovider.InstancesV2, bool)                   { return s, true }
-func (s *stubCloud) Zones() (cloudprovider.Zones, bool)                               { return nil, false }
-func (s *stubCloud) Clusters() (cloudprovider.Clusters, bool)                         { return nil, false }
-func (s *stubCloud) Routes() (cloudprovider.Routes, bool)                             { return s, true }
-func (s *stubCloud) ProviderName() string                                             { return s.name }
-func (s *stubCloud) HasClusterID() bool                                               { return true }
+func (s *stubCloud) LoadBalancer() (cloudprovider.LoadBalancer, bool)                  { return s, true }
+func (s *stubCloud) Instances() (cloudprovider.Instances, bool)                        { return nil, false }
+func (s *stubCloud) InstancesV2() (cloudprovider.InstancesV2, bool)                    { return s, true }
+func (s *stubCloud) Zones() (cloudprovider.Zones, bool)                                { return nil, false }
+func (s *stubCloud) Clusters() (cloudprovider.Clusters, bool)                          { return nil, false }
+func (s *stubCloud) Routes() (cloudprovider.Routes, bool)                              { return s, true }
+func (s *stubCloud) ProviderName() string                                              { return s.name }
+func (s *stubCloud) HasClusterID() bool                                                { return true }
 
 func (s *stubCloud) InstanceExists(ctx context.Context, node *v1.Node) (bool, error) {
 	return true, s.call(ctx, "InstanceExists", node.Name)
