@@ -68,8 +68,8 @@ routes. Every cloud call has a deadline, and a hung call never holds a worker fo
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.ShowVersion {
-				fmt.Fprintln(cmd.OutOrStdout(), "ccmkit cloud-controller-manager", version())
-				return nil
+				_, err := fmt.Fprintln(cmd.OutOrStdout(), "ccmkit cloud-controller-manager", version())
+				return err
 			}
 			if err := o.Validate(); err != nil {
 				return fmt.Errorf("invalid flags:\n%w", err)
