@@ -1,0 +1,16 @@
+// Command cloud-controller-manager runs ccmkit with the providers compiled
+// into it.
+package main
+
+import (
+	"os"
+
+	"github.com/ccmkit/ccmkit/app"
+
+	// The compiled-in providers.
+	_ "github.com/ccmkit/ccmkit/providers/fake"
+)
+
+func main() {
+	os.Exit(app.Main())
+}
