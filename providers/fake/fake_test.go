@@ -388,7 +388,10 @@ func TestHangs(t *testing.T) {
 		}
 		release()
 		select {
-		case <-done:
+		case err := <-done:
+			if err != nil {
+				t.Errorf("released call: %v, want it to go on and succeed", err)
+			}
 		case <-time.After(10 * time.Second):
 			t.Fatal("hung call not released")
 		}
@@ -446,7 +449,7 @@ func TestAdminAPI(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer resp.Body.Close()
+		defer func() { _ = resp.Body.Close() }()
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
@@ -498,7 +501,7 @@ func TestAdminHandlerServes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/json" {
 		t.Errorf("= %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
