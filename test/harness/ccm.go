@@ -47,6 +47,9 @@ var ccmBuild struct {
 // build failure fails the test with the compiler's output.
 func BuildCCM(t testing.TB) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("needs the cloud-controller-manager binary; make test runs it (skipped with -short)")
+	}
 	ccmBuild.once.Do(func() { ccmBuild.path, ccmBuild.err = buildCCM() })
 	if ccmBuild.err != nil {
 		t.Fatal(ccmBuild.err)

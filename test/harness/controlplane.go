@@ -66,6 +66,9 @@ type ControlPlane struct {
 // issuer and keys so that TokenRequest and TokenReview work.
 func StartControlPlane(t testing.TB) *ControlPlane {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("needs kube-apiserver and etcd; make test runs it (skipped with -short)")
+	}
 	dir, err := assetsDir()
 	if err != nil {
 		t.Fatal(err)

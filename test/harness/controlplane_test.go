@@ -125,6 +125,9 @@ func (r *fatalRecorder) Fatalf(format string, args ...any) {
 }
 
 func TestStartControlPlaneWithoutBinaries(t *testing.T) {
+	if testing.Short() {
+		t.Skip("StartControlPlane itself skips under -short")
+	}
 	t.Setenv(assetsEnv, t.TempDir())
 	r := &fatalRecorder{TB: t}
 	done := make(chan struct{})
