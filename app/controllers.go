@@ -6,11 +6,15 @@ import (
 	"slices"
 	"strings"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/controller-manager/pkg/clientbuilder"
 
 	"github.com/ccmkit/ccmkit/cloud"
+	"github.com/ccmkit/ccmkit/controllers/node"
 )
 
 // ControllerContext is what a controller is built from. Controllers reach
@@ -52,10 +56,42 @@ type ControllerDescriptor struct {
 // controllers lists every controller by name. A controller package adds
 // its constructor here; the wiring needs no other change.
 var controllers = []ControllerDescriptor{
-	{Name: "cloud-node", Aliases: []string{"cloud-node-controller"}},
+	{Name: node.Name, Aliases: []string{"cloud-node-controller"}, New: newNodeController},
 	{Name: "cloud-node-lifecycle", Aliases: []string{"cloud-node-lifecycle-controller"}},
 	{Name: "service", Aliases: []string{"service-lb-controller"}},
 	{Name: "route", Aliases: []string{"node-route-controller"}},
+}
+
+// runFunc adapts a controller's Run(ctx) to Controller.
+type runFunc func(ctx context.Context)
+
+func (f runFunc) Run(ctx context.Context) error {
+	f(ctx)
+	return nil
+}
+
+// recorder returns an event recorder and a client for the named controller.
+func (cc ControllerContext) clientAndRecorder(name, component string) (kubernetes.Interface, record.EventRecorder, error) {
+	client, err := cc.ClientBuilder.Client(name)
+	if err != nil {
+		return nil, nil, fmt.Errorf("building the client of %s: %w", name, err)
+	}
+	return client, cc.Events.NewRecorder(scheme.Scheme, v1.EventSource{Component: component}), nil
+}
+
+func newNodeController(ctx context.Context, cc ControllerContext) (Controller, error) {
+	client, recorder, err := cc.clientAndRecorder("cloud-node-controller", "cloud-node-controller")
+	if err != nil {
+		return nil, err
+	}
+	c, err := node.New(ctx, client, cc.Informers.Core().V1().Nodes(), cc.Cloud, recorder, node.Config{
+		Workers:       int(cc.Options.ConcurrentNodeSyncs),
+		RefreshPeriod: cc.Options.NodeStatusUpdateFrequency,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return runFunc(c.Run), nil
 }
 
 func controllerNames() []string {

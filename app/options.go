@@ -46,7 +46,10 @@ type Options struct {
 	// upstream has 1, so a slow instance lookup does not hold up the others.
 	ConcurrentNodeSyncs int32
 
-	NodeMonitorPeriod         time.Duration
+	NodeMonitorPeriod time.Duration
+	// NodeDeletionGracePeriod is how long after a Node's instance was first
+	// seen gone it is checked again before the Node is deleted (new flag).
+	NodeDeletionGracePeriod   time.Duration
 	NodeStatusUpdateFrequency time.Duration
 	// RouteReconciliationPeriod is the full route resync period: 5m, where
 	// upstream polls every 10s, as the route controller is event-driven.
@@ -81,6 +84,7 @@ func NewOptions() *Options {
 		ConcurrentServiceSyncs:    1,
 		ConcurrentNodeSyncs:       10,
 		NodeMonitorPeriod:         5 * time.Second,
+		NodeDeletionGracePeriod:   30 * time.Second,
 		NodeStatusUpdateFrequency: 5 * time.Minute,
 		RouteReconciliationPeriod: 5 * time.Minute,
 		LeaderElection: componentbaseconfig.LeaderElectionConfiguration{
@@ -128,6 +132,7 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	fs.Int32Var(&o.ConcurrentServiceSyncs, "concurrent-service-syncs", o.ConcurrentServiceSyncs, "The number of services that are allowed to sync concurrently.")
 	fs.Int32Var(&o.ConcurrentNodeSyncs, "concurrent-node-syncs", o.ConcurrentNodeSyncs, "Number of workers concurrently synchronizing nodes (upstream default: 1).")
 	fs.DurationVar(&o.NodeMonitorPeriod, "node-monitor-period", o.NodeMonitorPeriod, "The period for syncing NodeStatus in the cloud-node-lifecycle controller.")
+	fs.DurationVar(&o.NodeDeletionGracePeriod, "node-deletion-grace-period", o.NodeDeletionGracePeriod, "How long after a Node's instance is first seen gone it is checked again; the Node is deleted only if it is still gone (upstream deletes on one observation).")
 	fs.DurationVar(&o.NodeStatusUpdateFrequency, "node-status-update-frequency", o.NodeStatusUpdateFrequency, "Specifies how often the controller updates nodes' status.")
 	fs.DurationVar(&o.RouteReconciliationPeriod, "route-reconciliation-period", o.RouteReconciliationPeriod, "The period of the full reconciliation of routes; routes also follow Node changes as they happen (upstream default: 10s polling).")
 	fs.BoolVar(&o.UseServiceAccountCredentials, "use-service-account-credentials", o.UseServiceAccountCredentials, "If true, use individual service account credentials for each controller.")
@@ -211,6 +216,9 @@ func (o *Options) Validate() error {
 	positive("concurrent-node-syncs", int64(o.ConcurrentNodeSyncs))
 	positiveDuration("node-monitor-period", o.NodeMonitorPeriod)
 	positiveDuration("node-status-update-frequency", o.NodeStatusUpdateFrequency)
+	if o.NodeDeletionGracePeriod < 0 {
+		add("node-deletion-grace-period", "must not be negative, got %s", o.NodeDeletionGracePeriod)
+	}
 	positiveDuration("route-reconciliation-period", o.RouteReconciliationPeriod)
 
 	positiveDuration("cloud-call-timeout", o.Cloud.CallTimeout)

@@ -136,7 +136,7 @@ type Guard struct {
 	inflight  int
 	detached  int
 	abandoned int
-	callbacks map[Kind]func(key string)
+	callbacks map[Kind][]func(key string)
 	backoff   time.Duration
 	pauseTill time.Time
 }
@@ -190,7 +190,7 @@ func New(provider cloudprovider.Interface, opts Options) *Guard {
 		fences:    map[objectKey]*call{},
 		kept:      map[callKey]*keptResult{},
 		perMethod: map[string]int{},
-		callbacks: map[Kind]func(string){},
+		callbacks: map[Kind][]func(string){},
 	}
 	if opts.QPS > 0 {
 		g.limiter = rate.NewLimiter(rate.Limit(opts.QPS), opts.Burst)
@@ -247,11 +247,12 @@ func (g *Guard) Close() { g.cancel() }
 
 // OnResult registers fn to be called with an object's key when a detached
 // call about an object of that kind returns or reaches its deadline, so the
-// controller can re-enqueue the object and take the kept result.
+// controller can re-enqueue the object and take the kept result. Every
+// function registered for the kind is called; fn must not block.
 func (g *Guard) OnResult(kind Kind, fn func(key string)) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.callbacks[kind] = fn
+	g.callbacks[kind] = append(g.callbacks[kind], fn)
 }
 
 // ProviderName returns the provider's name.
@@ -427,7 +428,7 @@ func (g *Guard) inProgress(method string) error {
 
 // finish runs when the provider returned.
 func (g *Guard) finish(c *call) {
-	var notify func(string)
+	var notify []func(string)
 	g.mu.Lock()
 	c.returned = true
 	c.deadline.Stop()
@@ -453,14 +454,14 @@ func (g *Guard) finish(c *call) {
 	g.setGaugesLocked()
 	g.mu.Unlock()
 	close(c.done)
-	if notify != nil {
-		notify(c.key.obj.key)
+	for _, fn := range notify {
+		fn(c.key.obj.key)
 	}
 }
 
 // expire runs when a call's deadline passes.
 func (g *Guard) expire(c *call) {
-	var notify func(string)
+	var notify []func(string)
 	g.mu.Lock()
 	if c.returned {
 		g.mu.Unlock()
@@ -484,8 +485,8 @@ func (g *Guard) expire(c *call) {
 	g.setGaugesLocked()
 	g.mu.Unlock()
 	close(c.expired)
-	if notify != nil {
-		notify(c.key.obj.key)
+	for _, fn := range notify {
+		fn(c.key.obj.key)
 	}
 }
 
