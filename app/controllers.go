@@ -15,6 +15,7 @@ import (
 
 	"github.com/ccmkit/ccmkit/cloud"
 	"github.com/ccmkit/ccmkit/controllers/node"
+	"github.com/ccmkit/ccmkit/controllers/nodelifecycle"
 )
 
 // ControllerContext is what a controller is built from. Controllers reach
@@ -57,7 +58,7 @@ type ControllerDescriptor struct {
 // its constructor here; the wiring needs no other change.
 var controllers = []ControllerDescriptor{
 	{Name: node.Name, Aliases: []string{"cloud-node-controller"}, New: newNodeController},
-	{Name: "cloud-node-lifecycle", Aliases: []string{"cloud-node-lifecycle-controller"}},
+	{Name: nodelifecycle.Name, Aliases: []string{"cloud-node-lifecycle-controller"}, New: newNodeLifecycleController},
 	{Name: "service", Aliases: []string{"service-lb-controller"}},
 	{Name: "route", Aliases: []string{"node-route-controller"}},
 }
@@ -87,6 +88,30 @@ func newNodeController(ctx context.Context, cc ControllerContext) (Controller, e
 	c, err := node.New(ctx, client, cc.Informers.Core().V1().Nodes(), cc.Cloud, recorder, node.Config{
 		Workers:       int(cc.Options.ConcurrentNodeSyncs),
 		RefreshPeriod: cc.Options.NodeStatusUpdateFrequency,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return runFunc(c.Run), nil
+}
+
+// nodeLifecycleWorkers bounds the parallel instance checks of the
+// cloud-node-lifecycle controller (upstream checks Nodes one by one).
+const nodeLifecycleWorkers = 10
+
+func newNodeLifecycleController(ctx context.Context, cc ControllerContext) (Controller, error) {
+	client, recorder, err := cc.clientAndRecorder("node-controller", "cloud-node-lifecycle-controller")
+	if err != nil {
+		return nil, err
+	}
+	instances, ok := cc.Cloud.InstancesV2()
+	if !ok {
+		return nil, fmt.Errorf("%s: cloud provider %q does not support InstancesV2", nodelifecycle.Name, cc.Cloud.ProviderName())
+	}
+	c, err := nodelifecycle.New(ctx, client, cc.Informers.Core().V1().Nodes(), instances, recorder, nodelifecycle.Config{
+		MonitorPeriod:       cc.Options.NodeMonitorPeriod,
+		DeletionGracePeriod: cc.Options.NodeDeletionGracePeriod,
+		Workers:             nodeLifecycleWorkers,
 	})
 	if err != nil {
 		return nil, err

@@ -142,21 +142,20 @@ func (c *Controller) processNext(ctx context.Context) bool {
 	defer c.queue.Done(name)
 	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues("node", name))
 	next, err := c.sync(ctx, name)
-	switch {
-	case err == nil:
+	if err == nil {
 		c.queue.Forget(name)
 		if next > 0 {
 			c.queue.AddAfter(name, next)
 		}
-	default:
-		if after, ok := cloud.RetryAfter(err); ok && after > 0 {
-			klog.FromContext(ctx).V(4).Info("Cloud asked to retry later", "after", after, "err", err)
-			c.queue.AddAfter(name, after)
-			return true
-		}
-		klog.FromContext(ctx).V(2).Info("Sync failed, retrying with back-off", "err", err)
-		c.queue.AddRateLimited(name)
+		return true
 	}
+	if after, ok := cloud.RetryAfter(err); ok && after > 0 {
+		klog.FromContext(ctx).V(4).Info("Cloud asked to retry later", "after", after, "err", err)
+		c.queue.AddAfter(name, after)
+		return true
+	}
+	klog.FromContext(ctx).V(2).Info("Sync failed, retrying with back-off", "err", err)
+	c.queue.AddRateLimited(name)
 	return true
 }
 
