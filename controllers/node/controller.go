@@ -207,9 +207,13 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 		return c.cfg.RefreshPeriod, nil
 	}
 	if addresses != nil {
-		if err := c.patchAddresses(ctx, cached, addresses); err != nil {
+		patched, err := c.patchAddresses(ctx, cached, addresses)
+		if err != nil {
 			return 0, err
 		}
+		// The next patch's precondition is the version this one made.
+		cached = cached.DeepCopy()
+		cached.ResourceVersion = patched.ResourceVersion
 	}
 
 	desired := node.DeepCopy()
@@ -238,18 +242,19 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 // with the resourceVersion as a precondition. A JSON merge patch replaces
 // the list whole: a strategic merge patch merges addresses by type and
 // cannot drop one address of a type while keeping another.
-func (c *Controller) patchAddresses(ctx context.Context, node *v1.Node, addresses []v1.NodeAddress) error {
+func (c *Controller) patchAddresses(ctx context.Context, node *v1.Node, addresses []v1.NodeAddress) (*v1.Node, error) {
 	patch, err := json.Marshal(map[string]any{
 		"metadata": map[string]any{"resourceVersion": node.ResourceVersion},
 		"status":   map[string]any{"addresses": addresses},
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if _, err := c.client.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, patch, metav1PatchOptions, "status"); err != nil {
-		return fmt.Errorf("patching addresses: %w", err)
+	patched, err := c.client.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, patch, metav1PatchOptions, "status")
+	if err != nil {
+		return nil, fmt.Errorf("patching addresses: %w", err)
 	}
-	return nil
+	return patched, nil
 }
 
 // patchNode writes the difference between node and desired (providerID,

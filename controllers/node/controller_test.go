@@ -356,6 +356,11 @@ func TestHungCallsDoNotHoldOthers(t *testing.T) {
 	for i := range 10 {
 		e.waitNode(t, fmt.Sprintf("ok-%d", i), "the taint to go beside hung calls", initialized)
 	}
+	for i := range 10 {
+		if got := e.cloud.metadataCalls(fmt.Sprintf("ok-%d", i)); got != 1 {
+			t.Errorf("ok-%d was initialised with %d InstanceMetadata calls, want 1", i, got)
+		}
+	}
 	for i := range 6 {
 		if n, _ := e.client.CoreV1().Nodes().Get(e.ctx, fmt.Sprintf("hung-%d", i), metav1.GetOptions{}); !uninitialized(n) {
 			t.Errorf("hung-%d initialised while its call hangs", i)
