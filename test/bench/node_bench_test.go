@@ -117,7 +117,9 @@ func TestNodeInitialisationBench(t *testing.T) {
 			fmt.Fprintf(os.Stderr, "done: %s %s %s\n", r.scenario, r.impl, r.settings)
 		}
 	}
-	printTable(os.Stdout, results)
+	if err := printTable(os.Stdout, results); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func runScenario(ctx context.Context, t *testing.T, client kubernetes.Interface, sc scenario, impl implementation, n int) result {
@@ -230,7 +232,7 @@ func countInitialised(ctx context.Context, client kubernetes.Interface) (int, er
 	return count, nil
 }
 
-func printTable(w io.Writer, results []result) {
+func printTable(w io.Writer, results []result) error {
 	ccmkit := map[string]result{}
 	for _, r := range results {
 		if r.impl == "ccmkit" {
@@ -250,7 +252,13 @@ func printTable(w io.Writer, results []result) {
 		return fmt.Sprintf("%.1fx", a.Seconds()/b.Seconds())
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "scenario\timpl\tsettings\tall initialised\tall but hung\tconverged\tInstanceMetadata calls\ttime vs ccmkit")
+	var err error
+	printf := func(format string, args ...any) {
+		if err == nil {
+			_, err = fmt.Fprintf(tw, format, args...)
+		}
+	}
+	printf("%s\n", "scenario\timpl\tsettings\tall initialised\tall but hung\tconverged\tInstanceMetadata calls\ttime vs ccmkit")
 	for _, r := range results {
 		base := ccmkit[r.scenario]
 		vs := ratio(r.othersDone, base.othersDone)
@@ -259,11 +267,14 @@ func printTable(w io.Writer, results []result) {
 		} else if r.othersDone == 0 {
 			vs = fmt.Sprintf("did not converge (ccmkit %s)", seconds(base.othersDone))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d/%d\t%d\t%s\n", r.scenario, r.impl, r.settings, seconds(r.all), seconds(r.othersDone), r.converged, r.total, r.metadataCalls, vs)
+		printf("%s\t%s\t%s\t%s\t%s\t%d/%d\t%d\t%s\n", r.scenario, r.impl, r.settings, seconds(r.all), seconds(r.othersDone), r.converged, r.total, r.metadataCalls, vs)
 	}
-	_ = tw.Flush()
-	fmt.Fprintln(w, strings.TrimSpace(`
+	printf("%s\n", strings.TrimSpace(`
 all initialised: time until every taint was gone; all but hung: until every Node but the hung ones was
 initialised; time vs ccmkit compares "all but hung". N1: InstanceMetadata takes 50ms; N2: the same,
 and 1% of the Nodes' InstanceMetadata hangs (respecting its context), run for 120s.`))
+	if err != nil {
+		return err
+	}
+	return tw.Flush()
 }
