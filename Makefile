@@ -6,7 +6,9 @@ CACHE      := $(CURDIR)/.cache
 BIN        := $(CURDIR)/bin
 TESTBIN    := $(CACHE)/testbin
 GOLANGCI   := $(CACHE)/bin/golangci-lint-$(GOLANGCI_LINT_VERSION)
-GO_TEST    ?= go test -race
+# -count=1: the e2e tests run a binary built inside the test, which the
+# test cache cannot see, so cached results could hide a change.
+GO_TEST    ?= go test -race -count=1
 TEST_TIMEOUT ?= 40m
 
 export KUBEBUILDER_ASSETS := $(TESTBIN)
