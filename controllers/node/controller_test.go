@@ -373,3 +373,53 @@ func TestHungCallsDoNotHoldOthers(t *testing.T) {
 		e.waitNode(t, fmt.Sprintf("hung-%d", i), "the taint to go once the cloud answers", initialized)
 	}
 }
+
+func TestRefreshesAreSpreadOverThePeriod(t *testing.T) {
+	const period = 3 * time.Second
+	e := start(t, period)
+	// Initialised Nodes, as after a restart: each is refreshed at its own
+	// point in the period, not all at once.
+	const count = 30
+	created := time.Now()
+	for i := range count {
+		_, err := e.client.CoreV1().Nodes().Create(e.ctx, &v1.Node{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("old-%d", i)},
+			Spec:       v1.NodeSpec{ProviderID: fmt.Sprintf("fake://i-old-%d", i)},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.cloud.AddInstance(fake.Instance{Name: fmt.Sprintf("old-%d", i), ID: fmt.Sprintf("i-old-%d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	firstCalls := map[string]time.Time{}
+	err := wait.PollUntilContextTimeout(e.ctx, 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		for _, call := range e.cloud.Calls() {
+			if _, seen := firstCalls[call.Object]; call.Method == "InstanceMetadata" && strings.HasPrefix(call.Object, "old-") && !seen {
+				firstCalls[call.Object] = call.Start
+			}
+		}
+		return len(firstCalls) == count, nil
+	})
+	if err != nil {
+		t.Fatalf("only %d of %d Nodes refreshed: %v", len(firstCalls), count, err)
+	}
+	var earliest, latest time.Time
+	for _, at := range firstCalls {
+		if earliest.IsZero() || at.Before(earliest) {
+			earliest = at
+		}
+		if at.After(latest) {
+			latest = at
+		}
+	}
+	// Uniform points in a 3s period: 30 of them inside one second is
+	// vanishingly unlikely; all at once is what a burst looks like.
+	if spread := latest.Sub(earliest); spread < time.Second {
+		t.Errorf("first refreshes of %d Nodes spread over %s, want them spread over the %s period", count, spread, period)
+	}
+	if late := latest.Sub(created); late > period+5*time.Second {
+		t.Errorf("last first refresh %s after creation, want within the period", late)
+	}
+}
