@@ -95,10 +95,6 @@ func newNodeController(ctx context.Context, cc ControllerContext) (Controller, e
 	return runFunc(c.Run), nil
 }
 
-// nodeLifecycleWorkers bounds the parallel instance checks of the
-// cloud-node-lifecycle controller (upstream checks Nodes one by one).
-const nodeLifecycleWorkers = 10
-
 func newNodeLifecycleController(ctx context.Context, cc ControllerContext) (Controller, error) {
 	client, recorder, err := cc.clientAndRecorder("node-controller", "cloud-node-lifecycle-controller")
 	if err != nil {
@@ -111,7 +107,7 @@ func newNodeLifecycleController(ctx context.Context, cc ControllerContext) (Cont
 	c, err := nodelifecycle.New(ctx, client, cc.Informers.Core().V1().Nodes(), instances, recorder, nodelifecycle.Config{
 		MonitorPeriod:       cc.Options.NodeMonitorPeriod,
 		DeletionGracePeriod: cc.Options.NodeDeletionGracePeriod,
-		Workers:             nodeLifecycleWorkers,
+		Workers:             int(cc.Options.ConcurrentNodeLifecycleSyncs),
 	})
 	if err != nil {
 		return nil, err

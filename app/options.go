@@ -45,6 +45,9 @@ type Options struct {
 	// ConcurrentNodeSyncs: workers of the cloud-node controller; 10, where
 	// upstream has 1, so a slow instance lookup does not hold up the others.
 	ConcurrentNodeSyncs int32
+	// ConcurrentNodeLifecycleSyncs: parallel instance checks of the
+	// cloud-node-lifecycle controller; 10, where upstream has 1.
+	ConcurrentNodeLifecycleSyncs int32
 
 	NodeMonitorPeriod time.Duration
 	// NodeDeletionGracePeriod is how long after a Node's instance was first
@@ -78,15 +81,16 @@ type Options struct {
 // NewOptions returns the options with their defaults.
 func NewOptions() *Options {
 	o := &Options{
-		Controllers:               []string{"*"},
-		ClusterName:               "kubernetes",
-		ConfigureCloudRoutes:      true,
-		ConcurrentServiceSyncs:    1,
-		ConcurrentNodeSyncs:       10,
-		NodeMonitorPeriod:         5 * time.Second,
-		NodeDeletionGracePeriod:   30 * time.Second,
-		NodeStatusUpdateFrequency: 5 * time.Minute,
-		RouteReconciliationPeriod: 5 * time.Minute,
+		Controllers:                  []string{"*"},
+		ClusterName:                  "kubernetes",
+		ConfigureCloudRoutes:         true,
+		ConcurrentServiceSyncs:       1,
+		ConcurrentNodeSyncs:          10,
+		ConcurrentNodeLifecycleSyncs: 10,
+		NodeMonitorPeriod:            5 * time.Second,
+		NodeDeletionGracePeriod:      30 * time.Second,
+		NodeStatusUpdateFrequency:    5 * time.Minute,
+		RouteReconciliationPeriod:    5 * time.Minute,
 		LeaderElection: componentbaseconfig.LeaderElectionConfiguration{
 			LeaderElect:       true,
 			LeaseDuration:     durationOf(15 * time.Second),
@@ -131,6 +135,7 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	fs.BoolVar(&o.ConfigureCloudRoutes, "configure-cloud-routes", o.ConfigureCloudRoutes, "Should CIDRs allocated by allocate-node-cidrs be configured on the cloud provider.")
 	fs.Int32Var(&o.ConcurrentServiceSyncs, "concurrent-service-syncs", o.ConcurrentServiceSyncs, "The number of services that are allowed to sync concurrently.")
 	fs.Int32Var(&o.ConcurrentNodeSyncs, "concurrent-node-syncs", o.ConcurrentNodeSyncs, "Number of workers concurrently synchronizing nodes (upstream default: 1).")
+	fs.Int32Var(&o.ConcurrentNodeLifecycleSyncs, "concurrent-node-lifecycle-syncs", o.ConcurrentNodeLifecycleSyncs, "Number of Nodes the cloud-node-lifecycle controller checks in parallel (upstream default: 1).")
 	fs.DurationVar(&o.NodeMonitorPeriod, "node-monitor-period", o.NodeMonitorPeriod, "The period for syncing NodeStatus in the cloud-node-lifecycle controller.")
 	fs.DurationVar(&o.NodeDeletionGracePeriod, "node-deletion-grace-period", o.NodeDeletionGracePeriod, "How long after a Node's instance is first seen gone it is checked again; the Node is deleted only if it is still gone (upstream deletes on one observation).")
 	fs.DurationVar(&o.NodeStatusUpdateFrequency, "node-status-update-frequency", o.NodeStatusUpdateFrequency, "Specifies how often the controller updates nodes' status.")
@@ -214,6 +219,7 @@ func (o *Options) Validate() error {
 	}
 	positive("concurrent-service-syncs", int64(o.ConcurrentServiceSyncs))
 	positive("concurrent-node-syncs", int64(o.ConcurrentNodeSyncs))
+	positive("concurrent-node-lifecycle-syncs", int64(o.ConcurrentNodeLifecycleSyncs))
 	positiveDuration("node-monitor-period", o.NodeMonitorPeriod)
 	positiveDuration("node-status-update-frequency", o.NodeStatusUpdateFrequency)
 	if o.NodeDeletionGracePeriod < 0 {

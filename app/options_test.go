@@ -98,6 +98,7 @@ func TestEveryDocumentedFlagExists(t *testing.T) {
 		bind-address cert-dir tls-cert-file tls-private-key-file authentication-kubeconfig
 		authorization-kubeconfig authentication-skip-lookup authorization-always-allow-paths kube-api-qps
 		kube-api-burst kube-api-content-type profiling use-service-account-credentials v logging-format
+		concurrent-node-lifecycle-syncs node-deletion-grace-period
 		version cloud-call-timeout cloud-lb-call-timeout cloud-call-detach-after cloud-max-inflight-calls
 		cloud-max-abandoned-calls cloud-fence-timeout cloud-api-qps cloud-api-burst`) {
 		if !slices.Contains(names, want) {
