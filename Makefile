@@ -41,7 +41,7 @@ e2e: testbin ## Run the e2e tests (real binary, real kube-apiserver, fake cloud)
 	$(GO_TEST) -timeout $(TEST_TIMEOUT) -count=1 -v ./test/e2e/...
 
 .PHONY: bench
-bench: testbin ## Run the benchmarks and print their figures (about 12 minutes).
+bench: testbin ## Run the benchmarks and print their figures (about 8 minutes).
 	go test -run '^$$' -bench . -benchmem ./...
 	go test -tags bench -count=1 -timeout 60m -run 'Bench$$' -v ./test/bench/
 
