@@ -1,8 +1,3 @@
-// Package nodelifecycle is the cloud-node-lifecycle controller. Every
-// monitor period it asks the cloud about the Nodes that are not Ready: a
-// Node whose instance is gone is deleted once a second check, a grace period
-// after the first, still finds it gone; a Node whose instance is shut down
-// gets the shutdown taint, which is removed when the Node is Ready again.
 package nodelifecycle
 
 import (
@@ -10,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -20,15 +14,16 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/client-go/util/workqueue"
 	cloudprovider "k8s.io/cloud-provider"
-	cloudproviderapi "k8s.io/cloud-provider/api"
 	"k8s.io/klog/v2"
 
 	"github.com/ccmkit/ccmkit/cloud"
@@ -37,28 +32,35 @@ import (
 // Name is the controller's name in --controllers.
 const Name = "cloud-node-lifecycle"
 
-// Keys and reasons.
-const (
-	taintShutdown = cloudproviderapi.TaintNodeShutdown
-
-	reasonDeleting       = "DeletingNode"
-	reasonDeletingFailed = "DeletingNodeFailed"
-)
-
 // Config configures the controller.
 type Config struct {
-	// MonitorPeriod is how often the Nodes are checked (--node-monitor-period).
+	// MonitorPeriod is how often the Nodes are scanned (--node-monitor-period).
 	MonitorPeriod time.Duration
 	// DeletionGracePeriod is how long after an instance was first seen gone
-	// a second check must still find it gone before the Node is deleted
-	// (--node-deletion-grace-period).
+	// a check must start that still finds it gone before the Node is deleted
+	// (--node-deletion-grace-period). Zero: any later check confirms.
 	DeletionGracePeriod time.Duration
-	// Workers check Nodes in parallel.
+	// Workers is how many Nodes are checked at once
+	// (--concurrent-node-lifecycle-syncs).
 	Workers int
 }
 
-// Controller deletes Nodes whose instance is gone and taints Nodes whose
-// instance is shut down.
+func (cfg Config) validate() error {
+	var errs []error
+	if cfg.MonitorPeriod <= 0 {
+		errs = append(errs, fmt.Errorf("monitor period must be positive, got %s", cfg.MonitorPeriod))
+	}
+	if cfg.DeletionGracePeriod < 0 {
+		errs = append(errs, fmt.Errorf("deletion grace period must not be negative, got %s", cfg.DeletionGracePeriod))
+	}
+	if cfg.Workers <= 0 {
+		errs = append(errs, fmt.Errorf("workers must be positive, got %d", cfg.Workers))
+	}
+	return errors.Join(errs...)
+}
+
+// Controller deletes Nodes whose instance is gone from the cloud and taints
+// Nodes whose instance is shut down.
 type Controller struct {
 	client    kubernetes.Interface
 	nodes     corelisters.NodeLister
@@ -67,20 +69,28 @@ type Controller struct {
 	recorder  record.EventRecorder
 	queue     workqueue.TypedRateLimitingInterface[string]
 	cfg       Config
+	// now is the clock of the grace period; tests replace it.
+	now func() time.Time
 
 	mu sync.Mutex
-	// goneSince is when a Node's instance was first seen gone, for that
-	// Node's UID, until a check finds it or the Node is deleted.
-	goneSince map[string]gone
+	// pending holds the Nodes whose check is queued, waiting for a retry or
+	// running: the scan does not queue them again.
+	pending sets.Set[string]
+	// goneSince holds, by Node name, the first observation that the Node's
+	// instance is gone, until a check finds the instance, the Node is Ready,
+	// deleted, or replaced.
+	goneSince map[string]goneObservation
 }
 
-type gone struct {
-	uid   types.UID
-	since time.Time
-}
-
-// New wires the controller onto the shared Node informer.
+// New wires the controller onto the shared Node informer. instances is the
+// guarded InstancesV2 (cloud.Guard.InstancesV2).
 func New(ctx context.Context, client kubernetes.Interface, nodes coreinformers.NodeInformer, instances cloudprovider.InstancesV2, recorder record.EventRecorder, cfg Config) (*Controller, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", Name, err)
+	}
+	if instances == nil {
+		return nil, fmt.Errorf("%s: no InstancesV2 to ask the cloud with", Name)
+	}
 	c := &Controller{
 		client:    client,
 		nodes:     nodes.Lister(),
@@ -88,22 +98,19 @@ func New(ctx context.Context, client kubernetes.Interface, nodes coreinformers.N
 		instances: instances,
 		recorder:  recorder,
 		cfg:       cfg,
-		goneSince: map[string]gone{},
+		now:       time.Now,
+		pending:   sets.New[string](),
+		goneSince: map[string]goneObservation{},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.NewTypedItemExponentialFailureRateLimiter[string](cfg.MonitorPeriod, maxRetryPeriods*cfg.MonitorPeriod),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: Name},
 		),
 	}
 	logger := klog.FromContext(ctx)
+	// Nodes are queued by the periodic scan, not by events; only a deleted
+	// Node matters here, to drop what is remembered about it.
 	_, err := nodes.Informer().AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
-		DeleteFunc: func(obj any) {
-			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = tomb.Obj
-			}
-			if node, ok := obj.(*v1.Node); ok {
-				c.forget(node.Name)
-			}
-		},
+		DeleteFunc: c.onDelete,
 	}, cache.HandlerOptions{Logger: &logger})
 	if err != nil {
 		return nil, fmt.Errorf("%s: adding Node event handler: %w", Name, err)
@@ -111,37 +118,81 @@ func New(ctx context.Context, client kubernetes.Interface, nodes coreinformers.N
 	return c, nil
 }
 
-// Run scans the Nodes every monitor period and checks them with bounded
-// workers until ctx is done. A Node whose check is queued or running is not
-// queued twice, so a hung call never piles up work.
+// onDelete drops the gone-observation of a deleted Node. A check of it that
+// waits for a retry is run now, so it finds the Node gone and clears its
+// pending mark instead of holding back a Node re-registered under its name.
+func (c *Controller) onDelete(obj any) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	node, ok := obj.(*v1.Node)
+	if !ok {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if obs, ok := c.goneSince[node.Name]; ok && obs.uid == node.UID {
+		delete(c.goneSince, node.Name)
+	}
+	if c.pending.Has(node.Name) {
+		c.queue.Add(node.Name)
+	}
+}
+
+// Run scans the Nodes every monitor period and checks them on the workers
+// until ctx is done; it returns when the workers have stopped.
 func (c *Controller) Run(ctx context.Context) {
 	defer utilruntime.HandleCrashWithContext(ctx)
 	defer c.queue.ShutDown()
 	logger := klog.FromContext(ctx)
-	logger.Info("Starting", "workers", c.cfg.Workers, "period", c.cfg.MonitorPeriod, "deletionGracePeriod", c.cfg.DeletionGracePeriod)
+	logger.Info("Starting", "workers", c.cfg.Workers, "monitorPeriod", c.cfg.MonitorPeriod, "deletionGracePeriod", c.cfg.DeletionGracePeriod)
 	defer logger.Info("Stopped")
 	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.synced) {
 		return
 	}
+	var wg sync.WaitGroup
 	for range c.cfg.Workers {
-		go wait.UntilWithContext(ctx, c.worker, time.Second)
+		wg.Go(func() { wait.UntilWithContext(ctx, c.worker, time.Second) })
 	}
-	wait.UntilWithContext(ctx, c.scan, c.cfg.MonitorPeriod)
+	wg.Go(func() { wait.UntilWithContext(ctx, c.scan, c.cfg.MonitorPeriod) })
+	<-ctx.Done()
+	c.queue.ShutDown()
+	wg.Wait()
 }
 
-// scan queues every Node that needs a look: not Ready ones, and Ready ones
-// that still carry the shutdown taint.
+// scan queues every Node that needs a look and is not pending: Nodes that
+// are not Ready, and Ready Nodes that still carry the shutdown taint. A Ready
+// Node's gone-observation is dropped: a machine is reporting for it.
 func (c *Controller) scan(ctx context.Context) {
+	logger := klog.FromContext(ctx)
 	nodes, err := c.nodes.List(labels.Everything())
 	if err != nil {
 		utilruntime.HandleErrorWithContext(ctx, err, "Listing Nodes")
 		return
 	}
-	for _, n := range nodes {
-		if !ready(n) || hasTaint(n, taintShutdown) {
-			c.queue.Add(n.Name)
+	queued := 0
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, node := range nodes {
+		if ready(node) {
+			if obs, ok := c.goneSince[node.Name]; ok {
+				delete(c.goneSince, node.Name)
+				logger.V(2).Info("Node is Ready; forgetting that its instance was seen gone", "node", klog.KObj(node), "goneSince", obs.at)
+			}
+			if !hasTaint(node, taintShutdown) {
+				continue
+			}
+		} else if node.DeletionTimestamp != nil {
+			continue
 		}
+		if c.pending.Has(node.Name) {
+			continue
+		}
+		c.pending.Insert(node.Name)
+		c.queue.Add(node.Name)
+		queued++
 	}
+	logger.V(4).Info("Scanned Nodes", "nodes", len(nodes), "queued", queued, "pending", c.pending.Len())
 }
 
 func (c *Controller) worker(ctx context.Context) {
@@ -149,139 +200,209 @@ func (c *Controller) worker(ctx context.Context) {
 	}
 }
 
+// processNext checks one Node. A Node stays pending while it waits for a
+// retry: after a retry-after from the guard (call in progress, guard
+// saturated, throttled) as long as asked, after another error with a
+// back-off from one monitor period up to maxRetryPeriods of them.
 func (c *Controller) processNext(ctx context.Context) bool {
 	name, quit := c.queue.Get()
 	if quit {
 		return false
 	}
 	defer c.queue.Done(name)
-	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues("node", name))
+	logger := klog.FromContext(ctx).WithValues("node", klog.KRef("", name))
+	ctx = klog.NewContext(ctx, logger)
+
 	err := c.sync(ctx, name)
-	if err == nil {
+	after, retryAfter := cloud.RetryAfter(err)
+	switch {
+	case err == nil:
 		c.queue.Forget(name)
-		return true
+		c.mu.Lock()
+		c.pending.Delete(name)
+		c.mu.Unlock()
+	case retryAfter && after > 0:
+		logger.V(4).Info("Cloud asked to check again later", "after", after, "err", err)
+		c.queue.AddAfter(name, after)
+	default:
+		logger.V(2).Info("Check failed, retrying with back-off", "err", err)
+		c.queue.AddRateLimited(name)
 	}
-	// The next scan looks again; a retry-after only says "not before".
-	if after, ok := cloud.RetryAfter(err); ok {
-		klog.FromContext(ctx).V(4).Info("Cloud asked to retry later", "after", after, "err", err)
-		c.queue.Forget(name)
-		return true
-	}
-	klog.FromContext(ctx).V(2).Info("Check failed", "err", err)
-	c.queue.AddRateLimited(name)
 	return true
 }
 
+// sync checks one Node. It reads the Node from the lister and never
+// modifies it: writes are patches built from copies.
 func (c *Controller) sync(ctx context.Context, name string) error {
+	logger := klog.FromContext(ctx)
 	node, err := c.nodes.Get(name)
 	if apierrors.IsNotFound(err) {
-		c.forget(name)
+		c.mu.Lock()
+		delete(c.goneSince, name)
+		c.mu.Unlock()
 		return nil
 	}
 	if err != nil {
 		return err
 	}
+
 	if ready(node) {
-		c.forget(name)
-		if hasTaint(node, taintShutdown) {
-			return c.setTaints(ctx, node, slices.DeleteFunc(slices.Clone(node.Spec.Taints), func(t v1.Taint) bool { return t.Key == taintShutdown }))
+		c.forgetGone(ctx, node, "Node is Ready")
+		if !hasTaint(node, taintShutdown) {
+			return nil
 		}
+		logger.V(2).Info("Node is Ready, removing the shutdown taint")
+		return c.updateTaints(ctx, node, withoutShutdownTaint)
+	}
+	if node.DeletionTimestamp != nil {
 		return nil
 	}
 
+	started := c.now()
 	exists, err := c.instances.InstanceExists(ctx, node)
 	if errors.Is(err, cloudprovider.InstanceNotFound) {
 		exists, err = false, nil
 	}
 	if err != nil {
-		// An error says nothing about the instance: no deletion, and the
-		// first gone-observation, if any, stays as it was.
-		return fmt.Errorf("checking the instance: %w", err)
+		// An error, a timeout, a call in progress or a saturated guard says
+		// nothing about the instance: it is not a gone-observation, and an
+		// earlier one stays as it was. Clearing it would let a flaky cloud
+		// API put the deletion off for ever; the next check that gets an
+		// answer confirms it or clears it.
+		return fmt.Errorf("checking whether the instance exists: %w", err)
 	}
 	if !exists {
-		return c.instanceGone(ctx, node)
+		return c.instanceGone(ctx, node, started)
 	}
-	c.forget(name)
+	c.forgetGone(ctx, node, "Instance found again")
 
 	shutdown, err := c.instances.InstanceShutdown(ctx, node)
-	if err != nil {
-		return fmt.Errorf("checking for shutdown: %w", err)
+	switch {
+	case errors.Is(err, cloudprovider.NotImplemented):
+		return nil
+	case errors.Is(err, cloudprovider.InstanceNotFound):
+		// Gone between the two calls: the next check sees it gone.
+		logger.V(4).Info("Instance not found when checking for shutdown")
+		return nil
+	case err != nil:
+		return fmt.Errorf("checking whether the instance is shut down: %w", err)
 	}
-	if shutdown && !hasTaint(node, taintShutdown) {
-		klog.FromContext(ctx).V(2).Info("Instance is shut down, tainting the Node")
-		return c.setTaints(ctx, node, append(slices.Clone(node.Spec.Taints), v1.Taint{Key: taintShutdown, Effect: v1.TaintEffectNoSchedule}))
+	if !shutdown || hasTaint(node, taintShutdown) {
+		return nil
 	}
-	return nil
+	logger.V(2).Info("Instance is shut down, adding the shutdown taint")
+	return c.updateTaints(ctx, node, withShutdownTaint)
 }
 
-// instanceGone deletes the Node when its instance was already seen gone a
-// grace period ago, and otherwise remembers this first observation.
-func (c *Controller) instanceGone(ctx context.Context, node *v1.Node) error {
+// forgetGone drops the Node's gone-observation, if any.
+func (c *Controller) forgetGone(ctx context.Context, node *v1.Node, why string) {
+	c.mu.Lock()
+	obs, ok := c.goneSince[node.Name]
+	delete(c.goneSince, node.Name)
+	c.mu.Unlock()
+	if ok {
+		klog.FromContext(ctx).V(2).Info("Forgetting that the instance was seen gone", "reason", why, "goneSince", obs.at)
+	}
+}
+
+// instanceGone handles a check, started at started, that found the Node's
+// instance gone. The first such check is remembered; the Node is deleted
+// only by a check that started at least the grace period after the first
+// one returned, so the two observations are at least that far apart.
+func (c *Controller) instanceGone(ctx context.Context, node *v1.Node, started time.Time) error {
 	logger := klog.FromContext(ctx)
-	now := time.Now()
 	c.mu.Lock()
 	first, seen := c.goneSince[node.Name]
-	if !seen || first.uid != node.UID {
-		c.goneSince[node.Name] = gone{uid: node.UID, since: now}
+	if !seen || !first.about(node) {
+		c.goneSince[node.Name] = goneObservation{uid: node.UID, providerID: node.Spec.ProviderID, at: c.now()}
 		c.mu.Unlock()
-		logger.V(2).Info("Instance not found; checking again after the grace period before deleting the Node", "gracePeriod", c.cfg.DeletionGracePeriod)
-		c.queue.AddAfter(node.Name, c.cfg.DeletionGracePeriod)
+		logger.V(2).Info("Instance not found; the Node is deleted if it is still gone after the grace period", "gracePeriod", c.cfg.DeletionGracePeriod)
 		return nil
 	}
 	c.mu.Unlock()
-	if wait := first.since.Add(c.cfg.DeletionGracePeriod).Sub(now); wait > 0 {
-		c.queue.AddAfter(node.Name, wait)
+	if since := started.Sub(first.at); since < c.cfg.DeletionGracePeriod {
+		logger.V(4).Info("Instance still not found, within the grace period", "goneSince", first.at, "remaining", c.cfg.DeletionGracePeriod-since)
 		return nil
 	}
+	return c.deleteNode(ctx, node, first.at)
+}
 
-	c.recorder.Eventf(node, v1.EventTypeNormal, reasonDeleting, "Deleting Node %s: its instance has been gone since %s", node.Name, first.since.UTC().Format(time.RFC3339))
+// deleteNode deletes the Node with its UID as a precondition: if the Node
+// of this name is no longer the one the decision is about (deleted and
+// re-registered), the apiserver refuses with a conflict and nothing is
+// deleted. On a failure the gone-observation is kept and the next check
+// that still finds the instance gone tries again.
+func (c *Controller) deleteNode(ctx context.Context, node *v1.Node, goneSince time.Time) error {
+	logger := klog.FromContext(ctx)
+	c.recorder.Eventf(node, v1.EventTypeNormal, reasonDeletingNode, "Deleting Node %s: its instance has not been found since %s", node.Name, goneSince.UTC().Format(time.RFC3339))
 	uid := node.UID
 	err := c.client.CoreV1().Nodes().Delete(ctx, node.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
-	if err != nil && !apierrors.IsNotFound(err) {
-		c.recorder.Eventf(node, v1.EventTypeWarning, reasonDeletingFailed, "Deleting Node %s: %v", node.Name, err)
+	switch {
+	case err == nil:
+		logger.V(2).Info("Deleted the Node: its instance is gone", "goneSince", goneSince)
+	case apierrors.IsNotFound(err):
+		logger.V(2).Info("Node was already deleted")
+	case apierrors.IsConflict(err):
+		// Not a failure to report: the safeguard worked.
+		logger.V(2).Info("Node was replaced by a new one of the same name; not deleting it", "uid", uid, "err", err)
+	default:
+		c.recorder.Eventf(node, v1.EventTypeWarning, reasonDeletingNodeFailed, "Deleting Node %s: %v", node.Name, err)
 		return fmt.Errorf("deleting the Node: %w", err)
 	}
-	logger.V(2).Info("Deleted the Node: its instance is gone")
-	c.forget(node.Name)
-	return nil
-}
-
-// setTaints replaces the Node's taints with a merge patch that carries the
-// resourceVersion as a precondition: if another writer changed the Node
-// meanwhile, the patch fails with a conflict and the next check starts
-// from the new state, so no taint of theirs is dropped.
-func (c *Controller) setTaints(ctx context.Context, node *v1.Node, taints []v1.Taint) error {
-	if taints == nil {
-		taints = []v1.Taint{}
-	}
-	patch, err := json.Marshal(map[string]any{
-		"metadata": map[string]any{"resourceVersion": node.ResourceVersion},
-		"spec":     map[string]any{"taints": taints},
-	})
-	if err != nil {
-		return err
-	}
-	if _, err := c.client.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		return fmt.Errorf("patching taints: %w", err)
-	}
-	return nil
-}
-
-func (c *Controller) forget(name string) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.goneSince, name)
-}
-
-func ready(node *v1.Node) bool {
-	for _, cond := range node.Status.Conditions {
-		if cond.Type == v1.NodeReady {
-			return cond.Status == v1.ConditionTrue
-		}
+	if obs, ok := c.goneSince[node.Name]; ok && obs.uid == uid {
+		delete(c.goneSince, node.Name)
 	}
-	return false
+	c.mu.Unlock()
+	return nil
 }
 
-func hasTaint(node *v1.Node, key string) bool {
-	return slices.ContainsFunc(node.Spec.Taints, func(t v1.Taint) bool { return t.Key == key })
+// updateTaints writes change(spec.taints) as a JSON merge patch that carries
+// the Node's resourceVersion as a precondition.
+//
+// spec.taints has no merge key, so any patch (merge or strategic) replaces
+// the whole list: without the precondition, a taint that another writer
+// added after our read would be dropped. With it, such a write fails with
+// 409 Conflict; the Node is then read again from the apiserver (the cache may
+// not have the new version yet) and the change recomputed. A JSON patch with
+// a `test` on resourceVersion would guard as well, but it fails with 422,
+// which cannot be told apart from a real validation error and retried.
+func (c *Controller) updateTaints(ctx context.Context, node *v1.Node, change func([]v1.Taint) ([]v1.Taint, bool)) error {
+	logger := klog.FromContext(ctx)
+	uid := node.UID
+	reread := false
+	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		if reread {
+			fresh, err := c.client.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if fresh.UID != uid {
+				logger.V(2).Info("Node was replaced by a new one of the same name; leaving its taints to the next check")
+				return nil
+			}
+			node = fresh
+		}
+		reread = true
+		taints, changed := change(node.Spec.Taints)
+		if !changed {
+			return nil
+		}
+		patch, err := json.Marshal(map[string]any{
+			"metadata": map[string]any{"resourceVersion": node.ResourceVersion},
+			"spec":     map[string]any{"taints": taints},
+		})
+		if err != nil {
+			return err
+		}
+		_, err = c.client.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+		return err
+	})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("patching the taints: %w", err)
+	}
+	return nil
 }
