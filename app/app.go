@@ -240,6 +240,10 @@ func runControllers(ctx context.Context, o *Options, restConfig *restclient.Conf
 			continue
 		}
 		c, err := d.New(klog.NewContext(ctx, logger.WithName(d.Name)), cc)
+		if errors.Is(err, cloud.ErrNotSupported) {
+			logger.Info("Controller skipped", "controller", d.Name, "reason", err.Error())
+			continue
+		}
 		if err != nil {
 			utilruntime.HandleErrorWithContext(ctx, err, "Building controller failed", "controller", d.Name)
 			state.controllerFailed(d.Name)

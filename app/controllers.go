@@ -16,6 +16,7 @@ import (
 	"github.com/ccmkit/ccmkit/cloud"
 	"github.com/ccmkit/ccmkit/controllers/node"
 	"github.com/ccmkit/ccmkit/controllers/nodelifecycle"
+	"github.com/ccmkit/ccmkit/controllers/service"
 )
 
 // ControllerContext is what a controller is built from. Controllers reach
@@ -59,7 +60,7 @@ type ControllerDescriptor struct {
 var controllers = []ControllerDescriptor{
 	{Name: node.Name, Aliases: []string{"cloud-node-controller"}, New: newNodeController},
 	{Name: nodelifecycle.Name, Aliases: []string{"cloud-node-lifecycle-controller"}, New: newNodeLifecycleController},
-	{Name: "service", Aliases: []string{"service-lb-controller"}},
+	{Name: service.Name, Aliases: []string{"service-lb-controller"}, New: newServiceController},
 	{Name: "route", Aliases: []string{"node-route-controller"}},
 }
 
@@ -108,6 +109,24 @@ func newNodeLifecycleController(ctx context.Context, cc ControllerContext) (Cont
 		MonitorPeriod:       cc.Options.NodeMonitorPeriod,
 		DeletionGracePeriod: cc.Options.NodeDeletionGracePeriod,
 		Workers:             int(cc.Options.ConcurrentNodeLifecycleSyncs),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return runFunc(c.Run), nil
+}
+
+func newServiceController(ctx context.Context, cc ControllerContext) (Controller, error) {
+	client, recorder, err := cc.clientAndRecorder("service-controller", "service-controller")
+	if err != nil {
+		return nil, err
+	}
+	c, err := service.New(ctx, client, cc.Informers.Core().V1().Services(), cc.Informers.Core().V1().Nodes(), cc.Cloud, recorder, service.Config{
+		ClusterName:            cc.Options.ClusterName,
+		LoadBalancerClass:      cc.Options.LoadBalancerClass,
+		Workers:                int(cc.Options.ConcurrentServiceSyncs),
+		NodeSyncCoalescePeriod: cc.Options.NodeSyncCoalescePeriod,
+		ResyncPeriod:           cc.Options.LoadBalancerResyncPeriod,
 	})
 	if err != nil {
 		return nil, err

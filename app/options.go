@@ -9,6 +9,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	apiserveroptions "k8s.io/apiserver/pkg/server/options"
 	cloudprovider "k8s.io/cloud-provider"
 	cliflag "k8s.io/component-base/cli/flag"
@@ -40,8 +41,18 @@ type Options struct {
 	AllocateNodeCIDRs    bool
 	ConfigureCloudRoutes bool
 
-	// ConcurrentServiceSyncs: workers of the service controller.
+	// ConcurrentServiceSyncs: workers of the service controller; 10, where
+	// upstream has 1, so a slow load balancer does not hold up the others.
 	ConcurrentServiceSyncs int32
+	// LoadBalancerClass: the spec.loadBalancerClass the service controller
+	// handles besides Services without a class (new flag; empty: none).
+	LoadBalancerClass string
+	// NodeSyncCoalescePeriod: the shortest time between two recomputations
+	// of the load balancers' node set after Node changes (new flag).
+	NodeSyncCoalescePeriod time.Duration
+	// LoadBalancerResyncPeriod: how often each load balancer is re-ensured
+	// to repair drift; 0 disables it (new flag).
+	LoadBalancerResyncPeriod time.Duration
 	// ConcurrentNodeSyncs: workers of the cloud-node controller; 10, where
 	// upstream has 1, so a slow instance lookup does not hold up the others.
 	ConcurrentNodeSyncs int32
@@ -84,7 +95,9 @@ func NewOptions() *Options {
 		Controllers:                  []string{"*"},
 		ClusterName:                  "kubernetes",
 		ConfigureCloudRoutes:         true,
-		ConcurrentServiceSyncs:       1,
+		ConcurrentServiceSyncs:       10,
+		NodeSyncCoalescePeriod:       time.Second,
+		LoadBalancerResyncPeriod:     30 * time.Minute,
 		ConcurrentNodeSyncs:          10,
 		ConcurrentNodeLifecycleSyncs: 10,
 		NodeMonitorPeriod:            5 * time.Second,
@@ -133,7 +146,10 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	fs.StringVar(&o.ClusterCIDR, "cluster-cidr", o.ClusterCIDR, "CIDR Range for Pods in cluster: one CIDR, or an IPv4 and an IPv6 CIDR separated by a comma.")
 	fs.BoolVar(&o.AllocateNodeCIDRs, "allocate-node-cidrs", o.AllocateNodeCIDRs, "Should CIDRs for Pods be allocated and set on the cloud provider. Requires --cluster-cidr.")
 	fs.BoolVar(&o.ConfigureCloudRoutes, "configure-cloud-routes", o.ConfigureCloudRoutes, "Should CIDRs allocated by allocate-node-cidrs be configured on the cloud provider.")
-	fs.Int32Var(&o.ConcurrentServiceSyncs, "concurrent-service-syncs", o.ConcurrentServiceSyncs, "The number of services that are allowed to sync concurrently.")
+	fs.Int32Var(&o.ConcurrentServiceSyncs, "concurrent-service-syncs", o.ConcurrentServiceSyncs, "The number of services that are allowed to sync concurrently (upstream default: 1).")
+	fs.StringVar(&o.LoadBalancerClass, "load-balancer-class", o.LoadBalancerClass, "Also handle LoadBalancer Services with this spec.loadBalancerClass; Services without a class are always handled, other classes never.")
+	fs.DurationVar(&o.NodeSyncCoalescePeriod, "node-sync-coalesce-period", o.NodeSyncCoalescePeriod, "Node changes update the load balancers' node sets at most once per period.")
+	fs.DurationVar(&o.LoadBalancerResyncPeriod, "load-balancer-resync-period", o.LoadBalancerResyncPeriod, "How often each load balancer is re-ensured to repair drift in the cloud, spread over the period (0 disables).")
 	fs.Int32Var(&o.ConcurrentNodeSyncs, "concurrent-node-syncs", o.ConcurrentNodeSyncs, "Number of workers concurrently synchronizing nodes (upstream default: 1).")
 	fs.Int32Var(&o.ConcurrentNodeLifecycleSyncs, "concurrent-node-lifecycle-syncs", o.ConcurrentNodeLifecycleSyncs, "Number of Nodes the cloud-node-lifecycle controller checks in parallel (upstream default: 1).")
 	fs.DurationVar(&o.NodeMonitorPeriod, "node-monitor-period", o.NodeMonitorPeriod, "The period for syncing NodeStatus in the cloud-node-lifecycle controller.")
@@ -226,6 +242,15 @@ func (o *Options) Validate() error {
 		add("node-deletion-grace-period", "must not be negative, got %s", o.NodeDeletionGracePeriod)
 	}
 	positiveDuration("route-reconciliation-period", o.RouteReconciliationPeriod)
+	positiveDuration("node-sync-coalesce-period", o.NodeSyncCoalescePeriod)
+	if o.LoadBalancerResyncPeriod < 0 {
+		add("load-balancer-resync-period", "must not be negative, got %s", o.LoadBalancerResyncPeriod)
+	}
+	if o.LoadBalancerClass != "" {
+		for _, msg := range validation.IsQualifiedName(o.LoadBalancerClass) {
+			add("load-balancer-class", "%q: %s", o.LoadBalancerClass, msg)
+		}
+	}
 
 	positiveDuration("cloud-call-timeout", o.Cloud.CallTimeout)
 	positiveDuration("cloud-lb-call-timeout", o.Cloud.LBCallTimeout)

@@ -22,6 +22,11 @@ var ErrFenced = errors.New("another mutating cloud call for this object is in fl
 // through the guard's callback when the call returns.
 var ErrInProgress = errors.New("cloud call in progress")
 
+// ErrNotSupported is wrapped by a controller's constructor when the
+// provider lacks the interface the controller needs (LoadBalancer, Routes).
+// The controller is then skipped, not failed.
+var ErrNotSupported = errors.New("not supported by the cloud provider")
+
 // ErrTimeout is returned when a call did not return before its deadline.
 var ErrTimeout = errors.New("cloud call deadline exceeded")
 

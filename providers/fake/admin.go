@@ -66,6 +66,7 @@ func (c *Cloud) AdminHandler() http.Handler {
 		})
 	}
 	mux.HandleFunc("GET /loadbalancers", func(w http.ResponseWriter, _ *http.Request) { reply(w, http.StatusOK, c.ListLoadBalancers()) })
+	mux.HandleFunc("GET /vips", func(w http.ResponseWriter, _ *http.Request) { reply(w, http.StatusOK, c.AllocatedVIPs()) })
 	mux.HandleFunc("GET /routes", func(w http.ResponseWriter, _ *http.Request) { reply(w, http.StatusOK, c.ListRouteTable()) })
 	mux.HandleFunc("GET /calls", func(w http.ResponseWriter, _ *http.Request) {
 		reply(w, http.StatusOK, map[string]any{"calls": c.Calls(), "overlaps": c.Overlaps()})

@@ -640,6 +640,17 @@ func (c *Cloud) ListLoadBalancers() []LoadBalancer {
 	return out
 }
 
+// AllocatedVIPs returns the VIPs in use, sorted; a VIP is freed only when
+// its load balancer is deleted.
+func (c *Cloud) AllocatedVIPs() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.vips == nil {
+		return []string{}
+	}
+	return c.vips.allocated()
+}
+
 func lbStatus(lb *LoadBalancer) *v1.LoadBalancerStatus {
 	return &v1.LoadBalancerStatus{Ingress: []v1.LoadBalancerIngress{{IP: lb.VIP}}}
 }

@@ -218,11 +218,17 @@ func TestLoadBalancerVIPs(t *testing.T) {
 		t.Errorf("load balancers = %+v", lbs)
 	}
 
+	if vips := c.AllocatedVIPs(); len(vips) != 2 {
+		t.Errorf("allocated VIPs = %v, want 2", vips)
+	}
 	if err := c.EnsureLoadBalancerDeleted(ctx, "k", service("a")); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.EnsureLoadBalancerDeleted(ctx, "k", service("a")); err != nil {
 		t.Errorf("deleting an absent LB: %v", err)
+	}
+	if vips := c.AllocatedVIPs(); len(vips) != 1 || vips[0] == a.Ingress[0].IP {
+		t.Errorf("allocated VIPs after deleting a = %v, want one VIP, not %s", vips, a.Ingress[0].IP)
 	}
 	if _, exists, _ := c.GetLoadBalancer(ctx, "k", service("a")); exists {
 		t.Error("deleted LB exists")
@@ -471,6 +477,7 @@ func TestAdminAPI(t *testing.T) {
 		{"POST", "/faults", `{"method":"Nope"}`, 400, "method"},
 		{"GET", "/faults", "", 200, `"boom"`},
 		{"GET", "/loadbalancers", "", 200, "[]"},
+		{"GET", "/vips", "", 200, "[]"},
 		{"GET", "/routes", "", 200, "[]"},
 		{"DELETE", "/faults/1", "", 204, ""},
 		{"DELETE", "/faults/1", "", 404, ""},

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"path"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -66,6 +67,20 @@ func (p *pool) allocate(want netip.Addr) (netip.Addr, error) {
 }
 
 func (p *pool) release(a netip.Addr) { delete(p.used, a) }
+
+// allocated returns the addresses in use, sorted.
+func (p *pool) allocated() []string {
+	addrs := make([]netip.Addr, 0, len(p.used))
+	for a := range p.used {
+		addrs = append(addrs, a)
+	}
+	slices.SortFunc(addrs, netip.Addr.Compare)
+	out := make([]string, len(addrs))
+	for i, a := range addrs {
+		out[i] = a.String()
+	}
+	return out
+}
 
 // pathMatch matches object against a glob; "" matches everything.
 func pathMatch(glob, object string) (bool, error) {
