@@ -76,6 +76,11 @@ func TestDefaultsFollowUpstream(t *testing.T) {
 		{"cloud-max-abandoned-calls", o.Cloud.MaxAbandoned, 64},
 		{"cloud-fence-timeout", o.Cloud.FenceTimeout, 5 * time.Minute},
 		{"cloud-api-qps", o.Cloud.QPS, float32(0)},
+		// ccmkit's own defaults.
+		{"concurrent-service-syncs", o.ConcurrentServiceSyncs, int32(10)},
+		{"load-balancer-class", o.LoadBalancerClass, ""},
+		{"node-sync-coalesce-period", o.NodeSyncCoalescePeriod, time.Second},
+		{"load-balancer-resync-period", o.LoadBalancerResyncPeriod, 30 * time.Minute},
 	}
 	for _, c := range checks {
 		if c.got != c.want {
@@ -98,7 +103,8 @@ func TestEveryDocumentedFlagExists(t *testing.T) {
 		bind-address cert-dir tls-cert-file tls-private-key-file authentication-kubeconfig
 		authorization-kubeconfig authentication-skip-lookup authorization-always-allow-paths kube-api-qps
 		kube-api-burst kube-api-content-type profiling use-service-account-credentials v logging-format
-		concurrent-node-lifecycle-syncs node-deletion-grace-period
+		concurrent-node-lifecycle-syncs node-deletion-grace-period load-balancer-class
+		node-sync-coalesce-period load-balancer-resync-period
 		version cloud-call-timeout cloud-lb-call-timeout cloud-call-detach-after cloud-max-inflight-calls
 		cloud-max-abandoned-calls cloud-fence-timeout cloud-api-qps cloud-api-burst`) {
 		if !slices.Contains(names, want) {
@@ -124,6 +130,9 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 		"--leader-elect-resource-lock=configmaps",
 		"--kube-api-content-type=text/plain",
 		"--logging-format=xml",
+		"--load-balancer-class=not a class!",
+		"--node-sync-coalesce-period=0s",
+		"--load-balancer-resync-period=-1m",
 	)
 	if err != nil {
 		t.Fatal(err)
@@ -145,6 +154,9 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 		`--leader-elect-resource-lock: "configmaps" is not supported`,
 		"--kube-api-content-type:",
 		"xml",
+		`--load-balancer-class: "not a class!"`,
+		"--node-sync-coalesce-period: must be greater than 0",
+		"--load-balancer-resync-period: must not be negative",
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("errors do not mention %q:\n%v", want, err)

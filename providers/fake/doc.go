@@ -28,6 +28,7 @@
 //	curl -X DELETE localhost:8081/instances/node-9
 //	curl -X POST localhost:8081/instances/node-1/stop     # and /start
 //	curl localhost:8081/loadbalancers
+//	curl localhost:8081/vips                              # allocated VIPs
 //	curl localhost:8081/routes
 //	curl localhost:8081/calls                             # records and overlap count
 //	curl localhost:8081/faults
