@@ -309,7 +309,9 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	switch {
 	case needsCleanup(svc, class):
 		return 0, c.cleanup(ctx, key, svc)
-	case !wantsLoadBalancer(svc, class):
+	case !wantsLoadBalancer(svc, class), svc.DeletionTimestamp != nil:
+		// Not ours, or deleted before it got the finalizer: the cloud
+		// holds nothing for it.
 		c.forget(key)
 		return 0, nil
 	}
@@ -327,6 +329,9 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 			if err := c.updateHosts(ctx, key, svc, nodes, hosts); err != nil {
 				return 0, err
 			}
+		}
+		if c.cfg.ResyncPeriod == 0 {
+			return 0, nil
 		}
 		return time.Until(st.ensureDue), nil
 	}
