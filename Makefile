@@ -57,7 +57,7 @@ KUBECONFIG ?= $(HOME)/.kube/config
 FAKE_CONFIG ?= hack/fake-cloud.yaml
 .PHONY: run
 run: build ## Run the CCM with the fake cloud against the cluster in $KUBECONFIG.
-	$(BIN)/cloud-controller-manager --cloud-provider=fake --cloud-config=$(FAKE_CONFIG) \
+	$(BIN)/cloud-controller-manager --cloud-provider=fake --cloud-config=$(FAKE_CONFIG) --cluster-cidr=10.244.0.0/16 \
 		--kubeconfig=$(KUBECONFIG) --authentication-kubeconfig=$(KUBECONFIG) --authorization-kubeconfig=$(KUBECONFIG) \
 		--bind-address=127.0.0.1 --v=2
 

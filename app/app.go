@@ -240,7 +240,7 @@ func runControllers(ctx context.Context, o *Options, restConfig *restclient.Conf
 			continue
 		}
 		c, err := d.New(klog.NewContext(ctx, logger.WithName(d.Name)), cc)
-		if errors.Is(err, cloud.ErrNotSupported) {
+		if errors.Is(err, cloud.ErrNotSupported) || errors.Is(err, errDisabled) {
 			logger.Info("Controller skipped", "controller", d.Name, "reason", err.Error())
 			continue
 		}

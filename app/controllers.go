@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"github.com/ccmkit/ccmkit/cloud"
 	"github.com/ccmkit/ccmkit/controllers/node"
 	"github.com/ccmkit/ccmkit/controllers/nodelifecycle"
+	"github.com/ccmkit/ccmkit/controllers/route"
 	"github.com/ccmkit/ccmkit/controllers/service"
 )
 
@@ -61,7 +63,7 @@ var controllers = []ControllerDescriptor{
 	{Name: node.Name, Aliases: []string{"cloud-node-controller"}, New: newNodeController},
 	{Name: nodelifecycle.Name, Aliases: []string{"cloud-node-lifecycle-controller"}, New: newNodeLifecycleController},
 	{Name: service.Name, Aliases: []string{"service-lb-controller"}, New: newServiceController},
-	{Name: "route", Aliases: []string{"node-route-controller"}},
+	{Name: route.Name, Aliases: []string{"node-route-controller"}, New: newRouteController},
 }
 
 // runFunc adapts a controller's Run(ctx) to Controller.
@@ -127,6 +129,36 @@ func newServiceController(ctx context.Context, cc ControllerContext) (Controller
 		Workers:                int(cc.Options.ConcurrentServiceSyncs),
 		NodeSyncCoalescePeriod: cc.Options.NodeSyncCoalescePeriod,
 		ResyncPeriod:           cc.Options.LoadBalancerResyncPeriod,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return runFunc(c.Run), nil
+}
+
+// errDisabled is wrapped by a constructor whose controller the flags turn off.
+var errDisabled = errors.New("disabled by the flags")
+
+func newRouteController(ctx context.Context, cc ControllerContext) (Controller, error) {
+	if !cc.Options.ConfigureCloudRoutes {
+		return nil, fmt.Errorf("%s: --configure-cloud-routes=false: %w", route.Name, errDisabled)
+	}
+	if _, ok := cc.Cloud.Routes(); !ok {
+		return nil, fmt.Errorf("%s: routes are %w %q", route.Name, cloud.ErrNotSupported, cc.Cloud.ProviderName())
+	}
+	cidrs, err := clusterCIDRs(cc.Options.ClusterCIDR)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", route.Name, err)
+	}
+	client, recorder, err := cc.clientAndRecorder("route-controller", "route_controller")
+	if err != nil {
+		return nil, err
+	}
+	c, err := route.New(ctx, client, cc.Informers.Core().V1().Nodes(), cc.Cloud, recorder, route.Config{
+		ClusterName:  cc.Options.ClusterName,
+		ClusterCIDRs: cidrs,
+		Workers:      int(cc.Options.ConcurrentRouteSyncs),
+		ResyncPeriod: cc.Options.RouteReconciliationPeriod,
 	})
 	if err != nil {
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"strings"
 	"time"
@@ -65,6 +66,9 @@ type Options struct {
 	// seen gone it is checked again before the Node is deleted (new flag).
 	NodeDeletionGracePeriod   time.Duration
 	NodeStatusUpdateFrequency time.Duration
+	// ConcurrentRouteSyncs bounds the route creates and deletes in flight
+	// (new flag).
+	ConcurrentRouteSyncs int32
 	// RouteReconciliationPeriod is the full route resync period: 5m, where
 	// upstream polls every 10s, as the route controller is event-driven.
 	RouteReconciliationPeriod time.Duration
@@ -104,6 +108,7 @@ func NewOptions() *Options {
 		NodeDeletionGracePeriod:      30 * time.Second,
 		NodeStatusUpdateFrequency:    5 * time.Minute,
 		RouteReconciliationPeriod:    5 * time.Minute,
+		ConcurrentRouteSyncs:         10,
 		LeaderElection: componentbaseconfig.LeaderElectionConfiguration{
 			LeaderElect:       true,
 			LeaseDuration:     durationOf(15 * time.Second),
@@ -156,6 +161,7 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	fs.DurationVar(&o.NodeDeletionGracePeriod, "node-deletion-grace-period", o.NodeDeletionGracePeriod, "How long after a Node's instance is first seen gone it is checked again; the Node is deleted only if it is still gone (upstream deletes on one observation).")
 	fs.DurationVar(&o.NodeStatusUpdateFrequency, "node-status-update-frequency", o.NodeStatusUpdateFrequency, "Specifies how often the controller updates nodes' status.")
 	fs.DurationVar(&o.RouteReconciliationPeriod, "route-reconciliation-period", o.RouteReconciliationPeriod, "The period of the full reconciliation of routes; routes also follow Node changes as they happen (upstream default: 10s polling).")
+	fs.Int32Var(&o.ConcurrentRouteSyncs, "concurrent-route-syncs", o.ConcurrentRouteSyncs, "Most route creates and deletes in flight at once.")
 	fs.BoolVar(&o.UseServiceAccountCredentials, "use-service-account-credentials", o.UseServiceAccountCredentials, "If true, use individual service account credentials for each controller.")
 
 	fs = fss.FlagSet("cloud calls")
@@ -242,6 +248,7 @@ func (o *Options) Validate() error {
 		add("node-deletion-grace-period", "must not be negative, got %s", o.NodeDeletionGracePeriod)
 	}
 	positiveDuration("route-reconciliation-period", o.RouteReconciliationPeriod)
+	positive("concurrent-route-syncs", int64(o.ConcurrentRouteSyncs))
 	positiveDuration("node-sync-coalesce-period", o.NodeSyncCoalescePeriod)
 	if o.LoadBalancerResyncPeriod < 0 {
 		add("load-balancer-resync-period", "must not be negative, got %s", o.LoadBalancerResyncPeriod)
@@ -315,6 +322,22 @@ func (o *Options) Validate() error {
 }
 
 // validateClusterCIDR accepts one CIDR or a dual-stack pair.
+// clusterCIDRs parses a validated --cluster-cidr.
+func clusterCIDRs(value string) ([]netip.Prefix, error) {
+	if value == "" {
+		return nil, errors.New("--cluster-cidr: is required by the route controller; set it, or pass --configure-cloud-routes=false")
+	}
+	var out []netip.Prefix
+	for _, s := range strings.Split(value, ",") {
+		p, err := netip.ParsePrefix(strings.TrimSpace(s))
+		if err != nil {
+			return nil, fmt.Errorf("--cluster-cidr: %w", err)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
+}
+
 func validateClusterCIDR(value string) error {
 	cidrs, err := netutils.ParseCIDRs(strings.Split(value, ","))
 	if err != nil {

@@ -40,7 +40,7 @@ func fakeCloudConfig(t *testing.T) string {
 
 func startCCM(t *testing.T, cp *harness.ControlPlane, extra ...string) *harness.CCM {
 	t.Helper()
-	args := append([]string{"--cloud-provider=fake", "--cloud-config=" + fakeCloudConfig(t), "--v=2"}, extra...)
+	args := append([]string{"--cloud-provider=fake", "--cloud-config=" + fakeCloudConfig(t), "--cluster-cidr=10.244.0.0/16", "--v=2"}, extra...)
 	return harness.StartCCM(t, harness.CCMOptions{Kubeconfig: cp.Kubeconfig, Args: args})
 }
 
