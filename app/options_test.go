@@ -81,6 +81,7 @@ func TestDefaultsFollowUpstream(t *testing.T) {
 		{"load-balancer-class", o.LoadBalancerClass, ""},
 		{"node-sync-coalesce-period", o.NodeSyncCoalescePeriod, time.Second},
 		{"load-balancer-resync-period", o.LoadBalancerResyncPeriod, 30 * time.Minute},
+		{"concurrent-route-syncs", o.ConcurrentRouteSyncs, int32(10)},
 	}
 	for _, c := range checks {
 		if c.got != c.want {
@@ -104,7 +105,7 @@ func TestEveryDocumentedFlagExists(t *testing.T) {
 		authorization-kubeconfig authentication-skip-lookup authorization-always-allow-paths kube-api-qps
 		kube-api-burst kube-api-content-type profiling use-service-account-credentials v logging-format
 		concurrent-node-lifecycle-syncs node-deletion-grace-period load-balancer-class
-		node-sync-coalesce-period load-balancer-resync-period
+		node-sync-coalesce-period load-balancer-resync-period concurrent-route-syncs
 		version cloud-call-timeout cloud-lb-call-timeout cloud-call-detach-after cloud-max-inflight-calls
 		cloud-max-abandoned-calls cloud-fence-timeout cloud-api-qps cloud-api-burst`) {
 		if !slices.Contains(names, want) {
@@ -133,6 +134,7 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 		"--load-balancer-class=not a class!",
 		"--node-sync-coalesce-period=0s",
 		"--load-balancer-resync-period=-1m",
+		"--concurrent-route-syncs=0",
 	)
 	if err != nil {
 		t.Fatal(err)
@@ -157,6 +159,7 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 		`--load-balancer-class: "not a class!"`,
 		"--node-sync-coalesce-period: must be greater than 0",
 		"--load-balancer-resync-period: must not be negative",
+		"--concurrent-route-syncs: must be greater than 0",
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("errors do not mention %q:\n%v", want, err)
@@ -191,6 +194,16 @@ func TestValidateClusterCIDR(t *testing.T) {
 				t.Errorf("validateClusterCIDR(%q) = %v, want ok=%v", tt.value, err, tt.ok)
 			}
 		})
+	}
+}
+
+func TestClusterCIDRs(t *testing.T) {
+	got, err := clusterCIDRs("10.244.1.0/16, fd00:10::1/56")
+	if err != nil || len(got) != 2 || got[0].String() != "10.244.0.0/16" || got[1].String() != "fd00:10::/56" {
+		t.Errorf("clusterCIDRs = %v, %v; want the two masked prefixes", got, err)
+	}
+	if _, err := clusterCIDRs(""); err == nil || !strings.Contains(err.Error(), "--cluster-cidr") {
+		t.Errorf("empty --cluster-cidr: %v, want an error naming the flag", err)
 	}
 }
 
