@@ -17,7 +17,7 @@ export KUBEBUILDER_ASSETS := $(TESTBIN)
 
 .PHONY: help
 help: ## Show this help.
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: build
 build: ## Build bin/cloud-controller-manager.
@@ -53,10 +53,23 @@ $(GOLANGCI):
 lint: $(GOLANGCI) ## Run golangci-lint.
 	$(GOLANGCI) run ./...
 
+NODES ?= 3
+# RUN_FLAGS: extra playground flags, e.g. -non-interactive, -dir, -ccm-port, -admin-port.
+RUN_FLAGS ?=
+.PHONY: run
+run: testbin build ## Bring up a local control plane, NODES (3) kwok Nodes, ccmkit with the fake cloud and a demo LoadBalancer Service; Ctrl-C stops it all.
+	go build -o $(BIN)/playground ./hack/playground
+	$(BIN)/playground -nodes $(NODES) $(RUN_FLAGS)
+
+.PHONY: run-down
+run-down: ## Stop a `make run` left in the background.
+	go build -o $(BIN)/playground ./hack/playground
+	$(BIN)/playground -down $(RUN_FLAGS)
+
 KUBECONFIG ?= $(HOME)/.kube/config
 FAKE_CONFIG ?= hack/fake-cloud.yaml
-.PHONY: run
-run: build ## Run the CCM with the fake cloud against the cluster in $KUBECONFIG.
+.PHONY: run-cluster
+run-cluster: build ## Run the CCM with the fake cloud against the cluster in $KUBECONFIG.
 	$(BIN)/cloud-controller-manager --cloud-provider=fake --cloud-config=$(FAKE_CONFIG) --cluster-cidr=10.244.0.0/16 \
 		--kubeconfig=$(KUBECONFIG) --authentication-kubeconfig=$(KUBECONFIG) --authorization-kubeconfig=$(KUBECONFIG) \
 		--bind-address=127.0.0.1 --v=2

@@ -1,0 +1,218 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/ccmkit/ccmkit/test/harness"
+)
+
+// TestMakeRun runs `make run` as a newcomer would, non-interactive: the
+// simulated Nodes get initialised from the fake cloud and the demo Service
+// gets an address; an interrupt stops it, and nothing of it keeps running.
+func TestMakeRun(t *testing.T) {
+	harness.BuildCCM(t) // skips with -short; make run builds its own binary
+	ctx := t.Context()
+	root := repoRoot(t)
+	dir := t.TempDir()
+	args := []string{"-s", "-C", root, "run", "NODES=2",
+		"RUN_FLAGS=-non-interactive -dir " + dir + " -ccm-port " + strconv.Itoa(freePort(t)) + " -admin-port " + strconv.Itoa(freePort(t))}
+	out := &lockedBuffer{}
+	cmd := exec.Command("make", args...)
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = exec.Command(filepath.Join(root, "bin", "playground"), "-down", "-dir", dir).Run()
+			<-exited
+		}
+		if t.Failed() {
+			t.Logf("make run output:\n%s", out)
+			for _, log := range []string{"ccm.log", "kwok.log"} {
+				if b, err := os.ReadFile(filepath.Join(dir, log)); err == nil {
+					t.Logf("%s:\n%s", log, tail(string(b), 40))
+				}
+			}
+		}
+	})
+
+	// make builds the binaries first (testbin is already there).
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 5*time.Minute, true, func(context.Context) (bool, error) {
+		select {
+		case err := <-exited:
+			return false, errors.Join(errors.New("make run exited early"), err)
+		default:
+		}
+		return strings.Contains(out.String(), "ccmkit is running"), nil
+	})
+	if err != nil {
+		t.Fatalf("make run did not come up: %v", err)
+	}
+	for _, want := range []string{"export KUBECONFIG=" + filepath.Join(dir, "kubeconfig"), "kubectl get nodes -L topology.kubernetes.io/zone", "kubectl get svc", "curl -X POST http://127.0.0.1:", "/faults", "Logs: " + dir} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the guide does not say %q", want)
+		}
+	}
+
+	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dir, "kubeconfig"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(nodes.Items) != 2 {
+		t.Errorf("%d Nodes, want 2", len(nodes.Items))
+	}
+	for _, n := range nodes.Items {
+		if !strings.HasPrefix(n.Spec.ProviderID, "fake://") || n.Labels[v1.LabelTopologyZone] == "" ||
+			slices.ContainsFunc(n.Spec.Taints, func(t v1.Taint) bool { return t.Key == taintUninitialized }) {
+			t.Errorf("Node %s not initialised: providerID %q labels %v taints %v", n.Name, n.Spec.ProviderID, n.Labels, n.Spec.Taints)
+		}
+	}
+	svc, err := client.CoreV1().Services("default").Get(ctx, "demo", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ing := svc.Status.LoadBalancer.Ingress; len(ing) != 1 || net.ParseIP(ing[0].IP) == nil {
+		t.Errorf("demo Service ingress = %v, want one IP", ing)
+	}
+
+	pid, err := os.ReadFile(filepath.Join(dir, "playground.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := strconv.Atoi(strings.TrimSpace(string(pid)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(p, syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("make run after the interrupt: %v", err)
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatal("make run did not stop within 2 minutes of the interrupt")
+	}
+	if !strings.Contains(out.String(), "nothing left running") {
+		t.Errorf("no final word that everything stopped")
+	}
+	if left := processesNaming(dir); len(left) > 0 {
+		t.Errorf("processes left running after the stop: %v", left)
+	}
+}
+
+// TestMakeRunPortTaken: a taken port is a clear error before anything starts.
+func TestMakeRunPortTaken(t *testing.T) {
+	harness.BuildCCM(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = ln.Close() }()
+	port := ln.Addr().(*net.TCPAddr).Port
+	dir := t.TempDir()
+	cmd := exec.CommandContext(t.Context(), "make", "-s", "-C", repoRoot(t), "run",
+		"RUN_FLAGS=-non-interactive -dir "+dir+" -ccm-port "+strconv.Itoa(port)+" -admin-port "+strconv.Itoa(freePort(t)))
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("make run with a taken port succeeded:\n%s", out)
+	}
+	if want := "-ccm-port: port " + strconv.Itoa(port) + " on 127.0.0.1 is taken"; !strings.Contains(string(out), want) {
+		t.Errorf("output does not say %q:\n%s", want, out)
+	}
+	if left := processesNaming(dir); len(left) > 0 {
+		t.Errorf("processes left running: %v", left)
+	}
+}
+
+// processesNaming lists the processes whose command line names dir.
+func processesNaming(dir string) []string {
+	entries, _ := os.ReadDir("/proc")
+	var out []string
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && strings.Contains(string(b), dir+"/") {
+			out = append(out, e.Name()+": "+strings.ReplaceAll(string(b), "\x00", " "))
+		}
+	}
+	return out
+}
+
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	dir, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "go.mod")); err != nil {
+		t.Fatalf("no go.mod in %s: %v", dir, err)
+	}
+	return dir
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = ln.Close() }()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+func tail(s string, lines int) string {
+	all := strings.Split(s, "\n")
+	return strings.Join(all[max(0, len(all)-lines):], "\n")
+}
+
+// lockedBuffer is a strings.Builder that a subprocess's output and the
+// test use at the same time.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
