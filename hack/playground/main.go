@@ -122,7 +122,7 @@ func (o options) check() error {
 		port int
 	}{{"-ccm-port", o.CCMPort}, {"-admin-port", o.AdminPort}} {
 		if err := portFree(p.port); err != nil {
-			errs = append(errs, fmt.Errorf("%s: port %d on 127.0.0.1 is taken (%v); stop what uses it, or choose another port", p.flag, p.port, err))
+			errs = append(errs, fmt.Errorf("%s: port %d on 127.0.0.1 is taken (%w); stop what uses it, or choose another port", p.flag, p.port, err))
 		}
 	}
 	if pid, ok := runningPID(o.Dir); ok {
@@ -145,15 +145,15 @@ func (p *progress) update(msg string) {
 	}
 	p.last = msg
 	if p.plain {
-		fmt.Fprintln(p.w, "  "+msg)
+		_, _ = fmt.Fprintln(p.w, "  "+msg)
 		return
 	}
-	fmt.Fprintf(p.w, "\r\033[K  %s", msg)
+	_, _ = fmt.Fprintf(p.w, "\r\033[K  %s", msg)
 }
 
 func (p *progress) done() {
 	if !p.plain && p.last != "" {
-		fmt.Fprintln(p.w)
+		_, _ = fmt.Fprintln(p.w)
 	}
 	p.last = ""
 }

@@ -70,7 +70,7 @@ func (p *playground) path(name string) string { return filepath.Join(p.opts.Dir,
 
 func (p *playground) say(format string, args ...any) {
 	p.prog.done()
-	fmt.Fprintf(p.out, format+"\n", args...)
+	_, _ = fmt.Fprintf(p.out, format+"\n", args...)
 }
 
 // up starts everything and waits until the Nodes are initialised and the
@@ -147,8 +147,8 @@ func (p *playground) startControlPlane(ctx context.Context) error {
 	select {
 	case err = <-started:
 	case <-ctx.Done():
-		<-started // envtest cannot be interrupted; down stops what it started
-		return ctx.Err()
+		// envtest cannot be interrupted; down stops what it started.
+		return errors.Join(ctx.Err(), <-started)
 	}
 	if err != nil {
 		return fmt.Errorf("starting kube-apiserver and etcd: %w (see %s)", err, p.path("control-plane.log"))
@@ -381,7 +381,7 @@ func stopProcess(ctx context.Context, proc *process) error {
 // for it to stop what it started, and kills whatever is left of the run.
 func stopRun(dir string, out io.Writer) error {
 	if pid, ok := runningPID(dir); ok {
-		fmt.Fprintf(out, "Stopping the playground (pid %d)\n", pid)
+		_, _ = fmt.Fprintf(out, "Stopping the playground (pid %d)\n", pid)
 		if err := syscall.Kill(pid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
 			return err
 		}
@@ -393,11 +393,11 @@ func stopRun(dir string, out io.Writer) error {
 	}
 	left := processesUsing(dir)
 	for _, pid := range left {
-		fmt.Fprintf(out, "Killing leftover process %d\n", pid)
+		_, _ = fmt.Fprintf(out, "Killing leftover process %d\n", pid)
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 	_ = os.Remove(filepath.Join(dir, "playground.pid"))
-	fmt.Fprintln(out, "Nothing of the playground is running")
+	_, _ = fmt.Fprintln(out, "Nothing of the playground is running")
 	return nil
 }
 
@@ -458,7 +458,7 @@ func freePort() int {
 
 func (p *playground) printGuide() {
 	admin := fmt.Sprintf("http://127.0.0.1:%d", p.opts.AdminPort)
-	fmt.Fprintf(p.out, `
+	_, _ = fmt.Fprintf(p.out, `
 ccmkit is running: %d Nodes initialised from the fake cloud, Service default/%s has an address.
 
   export KUBECONFIG=%s
