@@ -1,0 +1,59 @@
+package openstack
+
+import (
+	"fmt"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// ProviderName is the name the provider is registered under.
+const ProviderName = "openstack"
+
+// providerIDPrefix starts every providerID the provider sets.
+const providerIDPrefix = ProviderName + "://"
+
+// providerID returns the providerID of a Nova server: openstack:///<id>.
+func providerID(serverID string) string { return providerIDPrefix + "/" + serverID }
+
+// serverIDFromProviderID returns the server ID of a providerID of the form
+// openstack:///<id> or openstack://<region>/<id>.
+func serverIDFromProviderID(pid string) (string, error) {
+	rest, ok := strings.CutPrefix(pid, providerIDPrefix)
+	if !ok {
+		return "", fmt.Errorf("providerID %q is not an OpenStack one (%s/<server-id>)", pid, providerIDPrefix)
+	}
+	_, id, ok := strings.Cut(rest, "/")
+	if !ok || id == "" || strings.Contains(id, "/") {
+		return "", fmt.Errorf("providerID %q: want %s/<server-id> or %s<region>/<server-id>", pid, providerIDPrefix, providerIDPrefix)
+	}
+	return id, nil
+}
+
+// labelValue makes s a valid label value: characters a label value may
+// not have become '-', it is cut to 63 characters, and it starts and ends
+// with a letter or digit. Nova availability zones may hold anything.
+func labelValue(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			b[i] = '-'
+		}
+	}
+	out := string(b)
+	if len(out) > validation.LabelValueMaxLength {
+		out = out[:validation.LabelValueMaxLength]
+	}
+	return strings.Trim(out, "-_.")
+}
+
+// loadBalancerName is the Octavia name of a Service's load balancer:
+// kube_service_<cluster>_<namespace>_<name>, cut to 255 characters.
+func loadBalancerName(clusterName string, svc *v1.Service) string {
+	name := fmt.Sprintf("kube_service_%s_%s_%s", clusterName, svc.Namespace, svc.Name)
+	if len(name) > 255 {
+		name = name[:255]
+	}
+	return name
+}
