@@ -37,7 +37,7 @@ func serverIDFromProviderID(pid string) (string, error) {
 func labelValue(s string) string {
 	b := []byte(s)
 	for i, c := range b {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+		if !labelChar(c) {
 			b[i] = '-'
 		}
 	}
@@ -46,6 +46,10 @@ func labelValue(s string) string {
 		out = out[:validation.LabelValueMaxLength]
 	}
 	return strings.Trim(out, "-_.")
+}
+
+func labelChar(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.'
 }
 
 // loadBalancerName is the Octavia name of a Service's load balancer:
