@@ -185,6 +185,9 @@ func internalIPs(n *v1.Node) []string {
 }
 
 // statusEqual compares two load-balancer statuses, nil and empty alike.
+// An ingress IP without ipMode equals one with ipMode VIP: the apiserver
+// defaults it so, and a provider that leaves it out would otherwise have
+// the status written again at every Ensure.
 func statusEqual(a, b *v1.LoadBalancerStatus) bool {
 	var ai, bi []v1.LoadBalancerIngress
 	if a != nil {
@@ -196,7 +199,20 @@ func statusEqual(a, b *v1.LoadBalancerStatus) bool {
 	if len(ai) == 0 && len(bi) == 0 {
 		return true
 	}
-	return equality.Semantic.DeepEqual(ai, bi)
+	return equality.Semantic.DeepEqual(withDefaultIPMode(ai), withDefaultIPMode(bi))
+}
+
+// withDefaultIPMode returns a copy of ingress with the apiserver's default
+// ipMode (VIP) on each IP that has none.
+func withDefaultIPMode(ingress []v1.LoadBalancerIngress) []v1.LoadBalancerIngress {
+	out := slices.Clone(ingress)
+	for i := range out {
+		if out[i].IP != "" && out[i].IPMode == nil {
+			mode := v1.LoadBalancerIPModeVIP
+			out[i].IPMode = &mode
+		}
+	}
+	return out
 }
 
 // nodeNamesForMessage lists up to maxNodeNamesInMessage names.

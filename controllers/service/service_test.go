@@ -232,6 +232,15 @@ func TestStatusEqual(t *testing.T) {
 	if statusEqual(mode, ip("192.0.2.1")) {
 		t.Error("an ipMode change is not a change")
 	}
+	vip := ip("192.0.2.1")
+	vip.Ingress[0].IPMode = ptr(v1.LoadBalancerIPModeVIP)
+	bare := ip("192.0.2.1")
+	if !statusEqual(vip, bare) || !statusEqual(bare, vip) {
+		t.Error("a missing ipMode differs from the apiserver's default VIP")
+	}
+	if bare.Ingress[0].IPMode != nil {
+		t.Error("statusEqual wrote the default into its argument")
+	}
 }
 
 func TestNodeNamesForMessage(t *testing.T) {
