@@ -333,7 +333,8 @@ func (c *Controller) reconcile(ctx context.Context) (time.Duration, error) {
 	return max(next, eventWindow), nil
 }
 
-// run performs one task in a slot and records its outcome.
+// run performs one task in a slot and records its outcome once the slot
+// is free again, so that Node condition patches never hold up route calls.
 func (c *Controller) run(ctx context.Context, t *task) {
 	defer c.tasks.Done()
 	select {
@@ -342,13 +343,19 @@ func (c *Controller) run(ctx context.Context, t *task) {
 		c.done(ctx, t, ctx.Err(), false)
 		return
 	}
-	defer func() { <-c.slots }()
+	creating, err := c.call(ctx, t)
+	<-c.slots
+	c.done(ctx, t, err, creating)
+}
+
+// call makes a task's cloud calls; creating tells that a failure was the
+// create's.
+func (c *Controller) call(ctx context.Context, t *task) (creating bool, err error) {
 	logger := klog.FromContext(ctx).WithValues("destination", t.dest)
 	if t.delete != nil {
 		logger.V(2).Info("Deleting route", "name", t.delete.Name, "targetNode", t.delete.TargetNode, "blackhole", t.delete.Blackhole)
 		if err := c.routes.DeleteRoute(ctx, c.cfg.ClusterName, t.delete); err != nil {
-			c.done(ctx, t, fmt.Errorf("deleting route %s to %s: %w", t.dest, t.delete.TargetNode, err), false)
-			return
+			return false, fmt.Errorf("deleting route %s to %s: %w", t.dest, t.delete.TargetNode, err)
 		}
 	}
 	if t.create != nil {
@@ -360,11 +367,10 @@ func (c *Controller) run(ctx context.Context, t *task) {
 		}
 		logger.V(2).Info("Creating route", "node", klog.KObj(n))
 		if err := c.routes.CreateRoute(ctx, c.cfg.ClusterName, string(n.UID), route); err != nil {
-			c.done(ctx, t, fmt.Errorf("creating route %s to %s: %w", t.dest, n.Name, err), true)
-			return
+			return true, fmt.Errorf("creating route %s to %s: %w", t.dest, n.Name, err)
 		}
 	}
-	c.done(ctx, t, nil, false)
+	return false, nil
 }
 
 // done records a task's outcome: on success the route is present (or
@@ -372,6 +378,9 @@ func (c *Controller) run(ctx context.Context, t *task) {
 func (c *Controller) done(ctx context.Context, t *task, err error, creating bool) {
 	logger := klog.FromContext(ctx).WithValues("destination", t.dest)
 	waiting := errors.Is(err, cloud.ErrInProgress) || errors.Is(err, cloud.ErrFenced) || errors.Is(err, context.Canceled)
+	// A saturated guard made no call: the route is not failing, it waits
+	// its turn.
+	saturated := errors.Is(err, cloud.ErrSaturated)
 	var retry time.Duration
 	tell := false
 	c.mu.Lock()
@@ -389,6 +398,11 @@ func (c *Controller) done(ctx context.Context, t *task, err error, creating bool
 		// The call goes on in the background; the guard triggers a
 		// reconciliation when it returns. A fence says when to look again.
 		if after, ok := cloud.RetryAfter(err); ok {
+			retry = after
+		}
+	case saturated:
+		retry = minRetryDelay
+		if after, ok := cloud.RetryAfter(err); ok && after > 0 {
 			retry = after
 		}
 	default:
@@ -411,6 +425,10 @@ func (c *Controller) done(ctx context.Context, t *task, err error, creating bool
 
 	if retry > 0 {
 		c.queue.AddAfter(reconcileKey, retry)
+	}
+	if saturated {
+		logger.V(4).Info("Cloud saturated, route call deferred", "after", retry)
+		return
 	}
 	if err != nil && !waiting {
 		logger.V(2).Info("Route call failed, retrying with back-off", "after", retry, "err", err)
