@@ -1,15 +1,14 @@
-// Package app builds the cloud-controller-manager: its flags, clients, the
-// shared informers, serving, leader election and the start of the
-// controllers.
 package app
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -49,10 +48,19 @@ var Version = ""
 const controllerStopTimeout = 5 * time.Second
 
 // NewCommand returns the cloud-controller-manager command.
-func NewCommand() *cobra.Command {
+func NewCommand(opts ...Option) *cobra.Command {
+	s := newSettings(opts)
 	o := NewOptions()
+	o.extraControllers = s.controllers
+	o.providers = s.providers
+	if s.provider != "" {
+		o.CloudProvider = s.provider
+	}
+	for _, d := range s.defaults {
+		d(o)
+	}
 	cmd := &cobra.Command{
-		Use:   "cloud-controller-manager",
+		Use:   s.name,
 		Short: "Runs the cloud-node, cloud-node-lifecycle, service and route controllers against a cloud provider",
 		Long: `The cloud-controller-manager initialises Nodes from the cloud, follows their instances'
 lifecycle, provisions load balancers for Services of type LoadBalancer and programs pod-CIDR
@@ -84,6 +92,9 @@ routes. Every cloud call has a deadline, and a hung call never holds a worker fo
 		},
 	}
 	fss := o.Flags()
+	for _, f := range s.flagSets {
+		fss.FlagSet(f.name).AddFlagSet(f.fs)
+	}
 	for _, fs := range fss.FlagSets {
 		cmd.Flags().AddFlagSet(fs)
 	}
@@ -198,12 +209,26 @@ func newProvider(o *Options) (provider cloudprovider.Interface, err error) {
 			provider, err = nil, fmt.Errorf("cloud provider %q failed on --cloud-config %s: %v", o.CloudProvider, o.CloudConfig, p)
 		}
 	}()
-	provider, err = cloudprovider.InitCloudProvider(o.CloudProvider, o.CloudConfig)
+	// A provider without a config gets a nil io.Reader, not a nil *os.File.
+	var config io.Reader
+	if o.CloudConfig != "" {
+		f, err := os.Open(o.CloudConfig)
+		if err != nil {
+			return nil, fmt.Errorf("--cloud-config: %w", err)
+		}
+		defer f.Close() //nolint:errcheck // read-only
+		config = f
+	}
+	if factory, ok := o.providers[o.CloudProvider]; ok {
+		provider, err = factory(config)
+	} else {
+		provider, err = cloudprovider.GetCloudProvider(o.CloudProvider, config)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("--cloud-config: %w", err)
+		return nil, fmt.Errorf("--cloud-config: cloud provider %q: %w", o.CloudProvider, err)
 	}
 	if provider == nil {
-		return nil, fmt.Errorf("--cloud-provider: %q is not a provider compiled into this binary; compiled-in providers: %v", o.CloudProvider, cloud.Providers())
+		return nil, fmt.Errorf("--cloud-provider: %q is not a provider compiled into this binary; compiled-in providers: %s", o.CloudProvider, strings.Join(o.providerNames(), ", "))
 	}
 	return provider, nil
 }
@@ -228,17 +253,13 @@ func runControllers(ctx context.Context, o *Options, restConfig *restclient.Conf
 	defer broadcaster.Shutdown()
 	cc := ControllerContext{ClientBuilder: builder, Informers: factory, Events: broadcaster, Cloud: guard, Options: o}
 
-	enabled, _ := enabledControllers(o.Controllers) // validated before
+	enabled, _ := enabledControllers(o.allControllers(), o.Controllers) // validated before
 	type built struct {
 		name string
 		c    Controller
 	}
 	var run []built
 	for _, d := range enabled {
-		if d.New == nil {
-			logger.Info("Controller is not available in this build", "controller", d.Name)
-			continue
-		}
 		c, err := d.New(klog.NewContext(ctx, logger.WithName(d.Name)), cc)
 		if errors.Is(err, cloud.ErrNotSupported) || errors.Is(err, errDisabled) {
 			logger.Info("Controller skipped", "controller", d.Name, "reason", err.Error())
@@ -295,8 +316,8 @@ func StripUnused(obj any) (any, error) {
 }
 
 // Main runs the command and returns the process exit code.
-func Main() int {
-	cmd := NewCommand()
+func Main(opts ...Option) int {
+	cmd := NewCommand(opts...)
 	if err := cmd.Execute(); err != nil {
 		if errors.Is(err, leaderelection.ErrLost) {
 			klog.Background().Error(err, "Exiting")

@@ -57,9 +57,10 @@ type ControllerDescriptor struct {
 	New     NewControllerFunc
 }
 
-// controllers lists every controller by name. A controller package adds
-// its constructor here; the wiring needs no other change.
-var controllers = []ControllerDescriptor{
+// builtinControllers lists ccmkit's controllers by name. A controller
+// package adds its constructor here; the wiring needs no other change.
+// WithControllers adds a binary's own.
+var builtinControllers = []ControllerDescriptor{
 	{Name: node.Name, Aliases: []string{"cloud-node-controller"}, New: newNodeController},
 	{Name: nodelifecycle.Name, Aliases: []string{"cloud-node-lifecycle-controller"}, New: newNodeLifecycleController},
 	{Name: service.Name, Aliases: []string{"service-lb-controller"}, New: newServiceController},
@@ -166,17 +167,17 @@ func newRouteController(ctx context.Context, cc ControllerContext) (Controller, 
 	return runFunc(c.Run), nil
 }
 
-func controllerNames() []string {
-	names := make([]string, len(controllers))
-	for i, c := range controllers {
+func controllerNames(all []ControllerDescriptor) []string {
+	names := make([]string, len(all))
+	for i, c := range all {
 		names[i] = c.Name
 	}
 	return names
 }
 
-func aliasHelp() string {
+func aliasHelp(all []ControllerDescriptor) string {
 	var parts []string
-	for _, c := range controllers {
+	for _, c := range all {
 		for _, a := range c.Aliases {
 			parts = append(parts, a+"="+c.Name)
 		}
@@ -185,8 +186,8 @@ func aliasHelp() string {
 }
 
 // canonicalName resolves a controller name or alias.
-func canonicalName(name string) (string, bool) {
-	for _, c := range controllers {
+func canonicalName(all []ControllerDescriptor, name string) (string, bool) {
+	for _, c := range all {
 		if c.Name == name || slices.Contains(c.Aliases, name) {
 			return c.Name, true
 		}
@@ -194,20 +195,41 @@ func canonicalName(name string) (string, bool) {
 	return "", false
 }
 
+// checkDescriptors reports controllers without a name or constructor, and
+// names or aliases used twice.
+func checkDescriptors(all []ControllerDescriptor) error {
+	var errs []error
+	seen := map[string]string{}
+	for _, c := range all {
+		if c.Name == "" || c.New == nil {
+			errs = append(errs, fmt.Errorf("controller %q needs a name and a constructor", c.Name))
+			continue
+		}
+		for _, n := range append([]string{c.Name}, c.Aliases...) {
+			if other, ok := seen[n]; ok {
+				errs = append(errs, fmt.Errorf("%q names both controller %s and controller %s", n, other, c.Name))
+				continue
+			}
+			seen[n] = c.Name
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // enabledControllers applies --controllers: "*" enables every controller,
 // "name" enables one, "-name" disables one, whatever their order.
-func enabledControllers(flags []string) ([]ControllerDescriptor, error) {
-	all := false
+func enabledControllers(all []ControllerDescriptor, flags []string) ([]ControllerDescriptor, error) {
+	every := false
 	enabled, disabled := map[string]bool{}, map[string]bool{}
 	var unknown []string
 	for _, f := range flags {
 		f = strings.TrimSpace(f)
 		if f == "*" {
-			all = true
+			every = true
 			continue
 		}
 		name, off := strings.CutPrefix(f, "-")
-		canonical, ok := canonicalName(name)
+		canonical, ok := canonicalName(all, name)
 		if !ok {
 			unknown = append(unknown, fmt.Sprintf("%q", f))
 			continue
@@ -219,11 +241,11 @@ func enabledControllers(flags []string) ([]ControllerDescriptor, error) {
 		}
 	}
 	if len(unknown) > 0 {
-		return nil, fmt.Errorf("unknown controller %s; controllers are %s (aliases %s)", strings.Join(unknown, ", "), strings.Join(controllerNames(), ", "), aliasHelp())
+		return nil, fmt.Errorf("unknown controller %s; controllers are %s (aliases %s)", strings.Join(unknown, ", "), strings.Join(controllerNames(all), ", "), aliasHelp(all))
 	}
 	var out []ControllerDescriptor
-	for _, c := range controllers {
-		if !disabled[c.Name] && (all || enabled[c.Name]) {
+	for _, c := range all {
+		if !disabled[c.Name] && (every || enabled[c.Name]) {
 			out = append(out, c)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -91,6 +92,28 @@ type Options struct {
 
 	// Cloud holds the guard's flags (--cloud-*).
 	Cloud cloud.Options
+
+	// extraControllers are a binary's own controllers (WithControllers).
+	extraControllers []ControllerDescriptor
+	// providers are a binary's own providers (WithProvider).
+	providers map[string]cloudprovider.Factory
+}
+
+// providerNames lists the providers --cloud-provider accepts, for errors.
+func (o *Options) providerNames() []string {
+	names := cloud.Providers()
+	for name := range o.providers {
+		if !slices.Contains(names, name) {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// allControllers are ccmkit's controllers followed by the binary's own.
+func (o *Options) allControllers() []ControllerDescriptor {
+	return slices.Concat(builtinControllers, o.extraControllers)
 }
 
 // NewOptions returns the options with their defaults.
@@ -146,7 +169,7 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	fs.StringVar(&o.CloudProvider, "cloud-provider", o.CloudProvider, "The provider for cloud services. Required.")
 	fs.StringVar(&o.CloudConfig, "cloud-config", o.CloudConfig, "The path to the cloud provider configuration file. Empty string for no configuration file.")
 	fs.StringSliceVar(&o.Controllers, "controllers", o.Controllers, fmt.Sprintf("A list of controllers to enable. '*' enables all on-by-default controllers, 'foo' enables the controller named 'foo', '-foo' disables the controller named 'foo'.\nAll controllers: %s\nAliases: %s",
-		strings.Join(controllerNames(), ", "), aliasHelp()))
+		strings.Join(controllerNames(o.allControllers()), ", "), aliasHelp(o.allControllers())))
 	fs.StringVar(&o.ClusterName, "cluster-name", o.ClusterName, "The instance prefix for the cluster.")
 	fs.StringVar(&o.ClusterCIDR, "cluster-cidr", o.ClusterCIDR, "CIDR Range for Pods in cluster: one CIDR, or an IPv4 and an IPv6 CIDR separated by a comma.")
 	fs.BoolVar(&o.AllocateNodeCIDRs, "allocate-node-cidrs", o.AllocateNodeCIDRs, "Should CIDRs for Pods be allocated and set on the cloud provider. Requires --cluster-cidr.")
@@ -203,11 +226,12 @@ func (o *Options) Validate() error {
 		errs = append(errs, fmt.Errorf("--%s: %s", flag, fmt.Sprintf(format, args...)))
 	}
 
+	_, own := o.providers[o.CloudProvider]
 	switch {
 	case o.CloudProvider == "":
-		add("cloud-provider", "is required; compiled-in providers: %s", strings.Join(cloud.Providers(), ", "))
-	case !cloudprovider.IsCloudProvider(o.CloudProvider):
-		add("cloud-provider", "unknown provider %q; compiled-in providers: %s", o.CloudProvider, strings.Join(cloud.Providers(), ", "))
+		add("cloud-provider", "is required; compiled-in providers: %s", strings.Join(o.providerNames(), ", "))
+	case !own && !cloudprovider.IsCloudProvider(o.CloudProvider):
+		add("cloud-provider", "unknown provider %q; compiled-in providers: %s", o.CloudProvider, strings.Join(o.providerNames(), ", "))
 	}
 	if o.CloudConfig != "" {
 		if st, err := os.Stat(o.CloudConfig); err != nil {
@@ -216,7 +240,9 @@ func (o *Options) Validate() error {
 			add("cloud-config", "%s is a directory", o.CloudConfig)
 		}
 	}
-	if _, err := enabledControllers(o.Controllers); err != nil {
+	if err := checkDescriptors(o.allControllers()); err != nil {
+		errs = append(errs, err)
+	} else if _, err := enabledControllers(o.allControllers(), o.Controllers); err != nil {
 		add("controllers", "%v", err)
 	}
 	if o.ClusterName == "" {

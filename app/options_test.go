@@ -224,7 +224,7 @@ func TestEnabledControllers(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := enabledControllers(tt.flags)
+			got, err := enabledControllers(builtinControllers, tt.flags)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("error = %v, want %q", err, tt.wantErr)
