@@ -90,6 +90,9 @@ func buildCCM() (string, error) {
 
 // CCMOptions configures a cloud-controller-manager started by StartCCM.
 type CCMOptions struct {
+	// Binary is the program to start; empty: the cloud-controller-manager
+	// that BuildCCM builds.
+	Binary string
 	// Kubeconfig is passed as --kubeconfig, --authentication-kubeconfig and
 	// --authorization-kubeconfig, unless Args sets them.
 	Kubeconfig string
@@ -118,7 +121,11 @@ type CCM struct {
 // SIGKILL after 10s), and the test's output gets its log if the test failed.
 func StartCCM(t testing.TB, opts CCMOptions) *CCM {
 	t.Helper()
-	return startCCM(t, BuildCCM(t), opts, stopGracePeriod)
+	binary := opts.Binary
+	if binary == "" {
+		binary = BuildCCM(t)
+	}
+	return startCCM(t, binary, opts, stopGracePeriod)
 }
 
 func startCCM(t testing.TB, binary string, opts CCMOptions, grace time.Duration) *CCM {
