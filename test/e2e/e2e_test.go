@@ -104,10 +104,18 @@ func TestServesAndLeads(t *testing.T) {
 		t.Errorf("the CCM log does not name its identity %q", holder)
 	}
 
+	// /readyz turns ready once the leader's informers have synced, which
+	// may be a moment after the Lease is taken.
 	for _, path := range []string{"/healthz", "/livez", "/readyz"} {
-		status, body, err := ccm.Get(ctx, path, "")
-		if err != nil || status != 200 {
-			t.Errorf("GET %s = %d %q, %v; want 200", path, status, body, err)
+		var status int
+		var body string
+		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			var err error
+			status, body, err = ccm.Get(ctx, path, "")
+			return err == nil && status == 200, nil
+		})
+		if err != nil {
+			t.Errorf("GET %s = %d %q; want 200 within 30s", path, status, body)
 		}
 	}
 	status, body, err := ccm.Get(ctx, "/healthz?verbose", "")
