@@ -9,6 +9,7 @@ import (
 
 	// The compiled-in providers.
 	_ "github.com/ccmkit/ccmkit/providers/fake"
+	_ "github.com/ccmkit/ccmkit/providers/openstack"
 )
 
 func main() {

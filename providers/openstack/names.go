@@ -17,18 +17,19 @@ const providerIDPrefix = ProviderName + "://"
 // providerID returns the providerID of a Nova server: openstack:///<id>.
 func providerID(serverID string) string { return providerIDPrefix + "/" + serverID }
 
-// serverIDFromProviderID returns the server ID of a providerID of the form
-// openstack:///<id> or openstack://<region>/<id>.
-func serverIDFromProviderID(pid string) (string, error) {
+// serverIDFromProviderID returns the server ID and the region of a
+// providerID of the form openstack:///<id> (no region) or
+// openstack://<region>/<id>.
+func serverIDFromProviderID(pid string) (id, region string, err error) {
 	rest, ok := strings.CutPrefix(pid, providerIDPrefix)
 	if !ok {
-		return "", fmt.Errorf("providerID %q is not an OpenStack one (%s/<server-id>)", pid, providerIDPrefix)
+		return "", "", fmt.Errorf("providerID %q is not an OpenStack one (%s/<server-id>)", pid, providerIDPrefix)
 	}
-	_, id, ok := strings.Cut(rest, "/")
+	region, id, ok = strings.Cut(rest, "/")
 	if !ok || id == "" || strings.Contains(id, "/") {
-		return "", fmt.Errorf("providerID %q: want %s/<server-id> or %s<region>/<server-id>", pid, providerIDPrefix, providerIDPrefix)
+		return "", "", fmt.Errorf("providerID %q: want %s/<server-id> or %s<region>/<server-id>", pid, providerIDPrefix, providerIDPrefix)
 	}
-	return id, nil
+	return id, region, nil
 }
 
 // labelValue makes s a valid label value: characters a label value may

@@ -13,16 +13,16 @@ func TestProviderID(t *testing.T) {
 	if got := providerID("abc-123"); got != "openstack:///abc-123" {
 		t.Errorf("providerID = %q", got)
 	}
-	for pid, want := range map[string]string{
-		"openstack:///abc-123":          "abc-123",
-		"openstack://RegionOne/abc-123": "abc-123",
+	for pid, want := range map[string][2]string{
+		"openstack:///abc-123":          {"abc-123", ""},
+		"openstack://RegionOne/abc-123": {"abc-123", "RegionOne"},
 	} {
-		if got, err := serverIDFromProviderID(pid); err != nil || got != want {
-			t.Errorf("serverIDFromProviderID(%q) = %q, %v; want %q", pid, got, err, want)
+		if id, region, err := serverIDFromProviderID(pid); err != nil || id != want[0] || region != want[1] {
+			t.Errorf("serverIDFromProviderID(%q) = %q, %q, %v; want %q", pid, id, region, err, want)
 		}
 	}
 	for _, bad := range []string{"", "aws:///i-1", "openstack://", "openstack:///", "openstack://r/a/b", "abc-123"} {
-		if _, err := serverIDFromProviderID(bad); err == nil {
+		if _, _, err := serverIDFromProviderID(bad); err == nil {
 			t.Errorf("serverIDFromProviderID(%q) succeeded", bad)
 		}
 	}
