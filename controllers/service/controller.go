@@ -278,6 +278,13 @@ func (c *Controller) processNext(ctx context.Context) bool {
 		}
 		return true
 	}
+	if errors.Is(err, cloud.ErrInProgress) {
+		// The guard re-enqueues the Service when the call returns or
+		// reaches its deadline (OnResult); a timer of its own would fire
+		// after that, cutting a failure's back-off short.
+		klog.FromContext(ctx).V(4).Info("Cloud call in progress, waiting for its result", "err", err)
+		return true
+	}
 	if after, ok := cloud.RetryAfter(err); ok && after > 0 {
 		klog.FromContext(ctx).V(4).Info("Retrying later", "after", after, "err", err)
 		c.queue.AddAfter(key, after)

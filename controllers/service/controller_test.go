@@ -598,6 +598,32 @@ func TestServiceController(t *testing.T) {
 		}
 	})
 
+	t.Run("timed-out ensure backs off", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t, cp, "timeout")
+		// The first call respects its context and ends at its deadline,
+		// long after the caller was released.
+		if _, err := e.cloud.AddFault(fake.Fault{Method: "EnsureLoadBalancer", Object: e.key("web"), Hang: fake.HangRespectContext, Count: 1}); err != nil {
+			t.Fatal(err)
+		}
+		const lbTimeout = 2 * time.Second
+		e.start(t, setup{guard: cloud.Options{LBCallTimeout: lbTimeout, DetachAfter: 200 * time.Millisecond, FenceTimeout: 100 * time.Millisecond}})
+		e.createService(t, "web")
+		e.waitConverged(t, "web")
+		calls := callsOf(e.cloud, "EnsureLoadBalancer", e.key("web"))
+		if len(calls) != 2 {
+			t.Fatalf("EnsureLoadBalancer calls %+v, want the timed-out one and one retry", calls)
+		}
+		// The retry waits out the back-off from the deadline; no timer
+		// of the waiting time brings it forward.
+		if gap := calls[1].Start.Sub(calls[0].Start); gap < lbTimeout+minRetryDelay-500*time.Millisecond {
+			t.Errorf("retried %s after the timed-out call began, want its deadline %s plus the back-off %s", gap, lbTimeout, minRetryDelay)
+		}
+		if n := countReason(e.events(t, "web"), reasonEnsuring); n != 2 {
+			t.Errorf("%d %s Events, want one per call (2)", n, reasonEnsuring)
+		}
+	})
+
 	t.Run("hung ensure", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t, cp, "hung")
@@ -879,4 +905,14 @@ func TestNodeChurnCoalesced(t *testing.T) {
 	if n := e.cloud.Overlaps(); n != 0 {
 		t.Errorf("%d overlapping mutating calls", n)
 	}
+}
+
+func countReason(events []v1.Event, reason string) int {
+	n := 0
+	for _, ev := range events {
+		if ev.Reason == reason {
+			n += max(int(ev.Count), 1)
+		}
+	}
+	return n
 }
