@@ -45,7 +45,7 @@ func TestMakeRun(t *testing.T) {
 	t.Cleanup(func() {
 		if cmd.ProcessState == nil {
 			_ = exec.Command(filepath.Join(root, "bin", "playground"), "-down", "-dir", dir).Run()
-			<-exited
+			t.Logf("make run stopped: %v", <-exited)
 		}
 		if t.Failed() {
 			t.Logf("make run output:\n%s", out)
