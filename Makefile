@@ -2,10 +2,12 @@
 # Tool versions are pinned here and in hack/testbin.sh.
 
 GOLANGCI_LINT_VERSION ?= v2.15.0
+MOTO_VERSION ?= 5.2.5
 CACHE      := $(CURDIR)/.cache
 BIN        := $(CURDIR)/bin
 TESTBIN    := $(CACHE)/testbin
 GOLANGCI   := $(CACHE)/bin/golangci-lint-$(GOLANGCI_LINT_VERSION)
+MOTO_VENV  := $(CACHE)/venv-moto
 # -count=1: the e2e tests run a binary built inside the test, which the
 # test cache cannot see, so cached results could hide a change.
 GO_TEST    ?= go test -race -count=1
@@ -28,9 +30,18 @@ testbin: ## Build kube-apiserver, etcd and kwok from source into .cache/testbin 
 	hack/testbin.sh
 
 .PHONY: test
-test: testbin ## Run unit, integration and e2e tests with -race (what CI runs).
+test: testbin moto ## Run unit, integration and e2e tests with -race (what CI runs).
 	go vet ./...
 	$(GO_TEST) -timeout $(TEST_TIMEOUT) ./...
+
+.PHONY: moto
+moto: $(MOTO_VENV)/.moto-$(MOTO_VERSION) ## Install the moto AWS emulator into .cache/venv-moto (once), for providers/aws's tests.
+
+$(MOTO_VENV)/.moto-$(MOTO_VERSION):
+	rm -rf $(MOTO_VENV)
+	python3 -m venv $(MOTO_VENV)
+	$(MOTO_VENV)/bin/pip install --quiet --disable-pip-version-check 'moto[server]==$(MOTO_VERSION)'
+	touch $@
 
 .PHONY: unit
 unit: ## Run the tests that need no control plane.

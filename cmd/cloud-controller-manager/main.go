@@ -8,6 +8,7 @@ import (
 	"github.com/ccmkit/ccmkit/app"
 
 	// The compiled-in providers.
+	_ "github.com/ccmkit/ccmkit/providers/aws"
 	_ "github.com/ccmkit/ccmkit/providers/fake"
 	_ "github.com/ccmkit/ccmkit/providers/openstack"
 )
