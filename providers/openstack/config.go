@@ -97,6 +97,40 @@ type LoadBalancerConfig struct {
 	FlavorID              string
 	AvailabilityZone      string
 	EnableIngressHostname bool
+	// IngressHostnameSuffix follows the address in the hostname a Service
+	// gets when EnableIngressHostname is set: <address>.<suffix>.
+	IngressHostnameSuffix string
+	// Classes are the [LoadBalancerClass "name"] sections, by name: what a
+	// Service's loadbalancer.openstack.org/class annotation picks.
+	Classes map[string]*LoadBalancerClass
+}
+
+// LoadBalancerClass is a [LoadBalancerClass "name"] section: networks and
+// subnets a Service picks by name. What a class sets wins over the
+// Service's annotations and [LoadBalancer].
+type LoadBalancerClass struct {
+	FloatingNetworkID string
+	FloatingSubnetID  string
+	SubnetID          string
+	MemberSubnetID    string
+	NetworkID         string
+}
+
+// classSection is the prefix of the sections of load-balancer classes, as
+// the INI reader keeps them: `loadbalancerclass "name"`.
+const classSection = "loadbalancerclass "
+
+func (c *LoadBalancerClass) keys() map[string]func(string) error {
+	str := func(dst *string) func(string) error {
+		return func(v string) error { *dst = v; return nil }
+	}
+	return map[string]func(string) error{
+		"floating-network-id": str(&c.FloatingNetworkID),
+		"floating-subnet-id":  str(&c.FloatingSubnetID),
+		"subnet-id":           str(&c.SubnetID),
+		"member-subnet-id":    str(&c.MemberSubnetID),
+		"network-id":          str(&c.NetworkID),
+	}
 }
 
 // NetworkingConfig is [Networking]: how Node addresses are chosen.
@@ -118,11 +152,12 @@ var lbMethods = []string{"ROUND_ROBIN", "LEAST_CONNECTIONS", "SOURCE_IP", "SOURC
 
 func defaultConfig() Config {
 	return Config{LoadBalancer: LoadBalancerConfig{
-		LBMethod:          "ROUND_ROBIN",
-		MonitorDelay:      5 * time.Second,
-		MonitorTimeout:    3 * time.Second,
-		MonitorMaxRetries: 1,
-		CascadeDelete:     true,
+		LBMethod:              "ROUND_ROBIN",
+		MonitorDelay:          5 * time.Second,
+		MonitorTimeout:        3 * time.Second,
+		MonitorMaxRetries:     1,
+		CascadeDelete:         true,
+		IngressHostnameSuffix: "nip.io",
 	}}
 }
 
@@ -140,6 +175,9 @@ func ParseConfig(r io.Reader) (*Config, []string, error) {
 	var problems, warnings []string
 	for _, e := range entries {
 		section := keys[e.section]
+		if name, ok := strings.CutPrefix(e.section, classSection); ok {
+			section = cfg.LoadBalancer.class(strings.Trim(name, `"`)).keys()
+		}
 		if section == nil {
 			warnings = append(warnings, fmt.Sprintf("line %d: section [%s] is not supported and is ignored", e.line, e.section))
 			continue
@@ -165,7 +203,23 @@ func ParseConfig(r io.Reader) (*Config, []string, error) {
 	return &cfg, warnings, nil
 }
 
+// class returns the class of a name, adding it when there is none.
+func (lb *LoadBalancerConfig) class(name string) *LoadBalancerClass {
+	if lb.Classes == nil {
+		lb.Classes = map[string]*LoadBalancerClass{}
+	}
+	c := lb.Classes[name]
+	if c == nil {
+		c = &LoadBalancerClass{}
+		lb.Classes[name] = c
+	}
+	return c
+}
+
 func sectionName(s string) string {
+	if name, ok := strings.CutPrefix(s, classSection); ok {
+		return "LoadBalancerClass " + name
+	}
 	names := map[string]string{"global": "Global", "loadbalancer": "LoadBalancer", "networking": "Networking", "route": "Route"}
 	if n, ok := names[s]; ok {
 		return n
@@ -254,6 +308,7 @@ func (c *Config) keys() map[string]map[string]func(string) error {
 			"flavor-id":               str(&lb.FlavorID),
 			"availability-zone":       str(&lb.AvailabilityZone),
 			"enable-ingress-hostname": boolean(&lb.EnableIngressHostname),
+			"ingress-hostname-suffix": str(&lb.IngressHostnameSuffix),
 		},
 		"networking": {
 			"public-network-name":   list(&n.PublicNetworkNames),
@@ -315,6 +370,9 @@ func (c *Config) validate() []string {
 		problems = append(problems, "[LoadBalancer] monitor-delay and monitor-timeout must be positive")
 	} else if lb.MonitorTimeout > lb.MonitorDelay {
 		problems = append(problems, fmt.Sprintf("[LoadBalancer] monitor-timeout (%s) must not exceed monitor-delay (%s)", lb.MonitorTimeout, lb.MonitorDelay))
+	}
+	if lb.EnableIngressHostname && strings.Trim(lb.IngressHostnameSuffix, ".") == "" {
+		problems = append(problems, "[LoadBalancer] enable-ingress-hostname needs an ingress-hostname-suffix")
 	}
 	if lb.MonitorMaxRetries < 1 || lb.MonitorMaxRetries > 10 {
 		problems = append(problems, fmt.Sprintf("[LoadBalancer] monitor-max-retries: %d, want 1 to 10", lb.MonitorMaxRetries))

@@ -36,6 +36,14 @@ monitor-max-retries = 3
 internal-lb = false
 cascade-delete = false
 enable-ingress-hostname
+ingress-hostname-suffix = lb.example
+
+[LoadBalancerClass "dmz"]
+floating-network-id = dmz-net
+floating-subnet-id = dmz-subnet
+subnet-id = vip-subnet
+member-subnet-id = member-subnet
+network-id = vip-net
 
 [Networking]
 public-network-name = public
@@ -74,6 +82,10 @@ func TestParseConfigFull(t *testing.T) {
 		{"monitor-max-retries", lb.MonitorMaxRetries, uint(3)},
 		{"cascade-delete", lb.CascadeDelete, false},
 		{"enable-ingress-hostname (bare key)", lb.EnableIngressHostname, true},
+		{"ingress-hostname-suffix", lb.IngressHostnameSuffix, "lb.example"},
+		{"classes", len(lb.Classes), 1},
+		{"class dmz", fmt.Sprintf("%+v", lb.Classes["dmz"]), fmt.Sprintf("%+v", &LoadBalancerClass{
+			FloatingNetworkID: "dmz-net", FloatingSubnetID: "dmz-subnet", SubnetID: "vip-subnet", MemberSubnetID: "member-subnet", NetworkID: "vip-net"})},
 		{"public-network-name (repeated)", strings.Join(n.PublicNetworkNames, ","), "public,public2"},
 		{"internal-network-name", strings.Join(n.InternalNetworkNames, ","), "private"},
 		{"ipv6-support-disabled", n.IPv6SupportDisabled, true},
@@ -93,7 +105,7 @@ func TestParseConfigDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	lb := cfg.LoadBalancer
-	if lb.LBMethod != "ROUND_ROBIN" || !lb.CascadeDelete || lb.MonitorDelay != 5*time.Second || lb.MonitorTimeout != 3*time.Second || lb.MonitorMaxRetries != 1 || lb.CreateMonitor {
+	if lb.LBMethod != "ROUND_ROBIN" || !lb.CascadeDelete || lb.IngressHostnameSuffix != "nip.io" || lb.Classes != nil || lb.MonitorDelay != 5*time.Second || lb.MonitorTimeout != 3*time.Second || lb.MonitorMaxRetries != 1 || lb.CreateMonitor {
 		t.Errorf("defaults = %+v", lb)
 	}
 }
@@ -145,6 +157,8 @@ region = r
 user-id = u
 password = p
 bs-version = v3
+[LoadBalancerClass "office"]
+floating-subnet-tags = office
 [BlockStorage]
 bs-version = v3
 [Metadata]
@@ -154,7 +168,7 @@ search-order = configDrive
 		t.Fatal(err)
 	}
 	got := strings.Join(warnings, "\n")
-	for _, want := range []string{"[Global] bs-version is not supported", "section [blockstorage] is not supported", "section [metadata] is not supported"} {
+	for _, want := range []string{"[Global] bs-version is not supported", `[LoadBalancerClass "office"] floating-subnet-tags is not supported`, "section [blockstorage] is not supported", "section [metadata] is not supported"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("warnings do not say %q:\n%s", want, got)
 		}

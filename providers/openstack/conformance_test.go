@@ -3,8 +3,11 @@ package openstack
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -58,17 +61,72 @@ func (c *control) DeleteInstance(_ context.Context, name string) error {
 	return c.e.DeleteServer(s.ID)
 }
 
-// The emulator has no Octavia and the provider no LoadBalancer yet: the
-// suite skips the load-balancer tests, and the cloud has nothing to show.
+// serviceOf is the namespace/name of the Service of a load balancer
+// named kube_service_<cluster>_<namespace>_<name>: namespaces and names
+// have no underscores.
+func serviceOf(lb emulator.Balancer, clusterName string) string {
+	rest, ok := strings.CutPrefix(lb.Name, "kube_service_"+clusterName+"_")
+	if !ok {
+		return "?" + lb.Name
+	}
+	return strings.Replace(rest, "_", "/", 1)
+}
 
-func (c *control) LoadBalancers(context.Context) ([]string, error) { return nil, nil }
+func (c *control) LoadBalancers(context.Context) ([]string, error) {
+	var out []string
+	for _, lb := range c.e.LoadBalancers() {
+		out = append(out, serviceOf(lb, "kubernetes"))
+	}
+	return out, nil
+}
 
-func (c *control) Members(context.Context, *v1.Service) ([]string, error) { return nil, nil }
+// Members are the names of the members of the Service's load balancer's
+// pools.
+func (c *control) Members(_ context.Context, svc *v1.Service) ([]string, error) {
+	var lbs []emulator.Balancer
+	for _, lb := range c.e.LoadBalancers() {
+		if serviceOf(lb, "kubernetes") == svc.Namespace+"/"+svc.Name {
+			lbs = append(lbs, lb)
+		}
+	}
+	if len(lbs) != 1 {
+		return nil, fmt.Errorf("%d load balancers of %s/%s", len(lbs), svc.Namespace, svc.Name)
+	}
+	var out []string
+	for _, p := range lbs[0].Pools {
+		for _, m := range p.Members {
+			if !slices.Contains(out, m.Name) {
+				out = append(out, m.Name)
+			}
+		}
+	}
+	return out, nil
+}
 
-func (c *control) Addresses(context.Context) ([]string, error) { return nil, nil }
+// Addresses are the load balancers' VIPs, the ports Octavia holds them
+// on and the floating IPs.
+func (c *control) Addresses(context.Context) ([]string, error) {
+	var out []string
+	for _, lb := range c.e.LoadBalancers() {
+		out = append(out, "vip "+lb.VIPAddress)
+	}
+	for _, p := range c.e.Ports() {
+		if p.DeviceOwner == emulator.DeviceOwnerOctavia {
+			out = append(out, "vip port "+p.ID)
+		}
+	}
+	for _, f := range c.e.FloatingIPs() {
+		out = append(out, "floating IP "+f.FloatingIPAddress)
+	}
+	return out, nil
+}
 
+// TestConformance runs the suite with a config that names no subnet and
+// no floating network: the VIP goes on the subnet of the nodes' ports and
+// floating IPs come from the one external network.
 func TestConformance(t *testing.T) {
-	c := newTestCloud(t, emulator.Options{})
+	c := newTestCloud(t, emulator.Options{OctaviaDelay: 5 * time.Millisecond})
+	c.addLBNetworks(t)
 	p := newTestProvider(t, c.conf())
 	providertest.Run(t, providertest.Suite{Provider: p, Cloud: &control{e: c.Emulator}})
 }

@@ -53,12 +53,12 @@ func labelChar(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.'
 }
 
+// maxNameLength is the longest name (and description) Octavia and
+// Neutron take.
+const maxNameLength = 255
+
 // loadBalancerName is the Octavia name of a Service's load balancer:
 // kube_service_<cluster>_<namespace>_<name>, cut to 255 characters.
 func loadBalancerName(clusterName string, svc *v1.Service) string {
-	name := fmt.Sprintf("kube_service_%s_%s_%s", clusterName, svc.Namespace, svc.Name)
-	if len(name) > 255 {
-		name = name[:255]
-	}
-	return name
+	return cut(fmt.Sprintf("kube_service_%s_%s_%s", clusterName, svc.Namespace, svc.Name), maxNameLength)
 }

@@ -35,12 +35,14 @@ func newFromConfig(r io.Reader) (cloudprovider.Interface, error) {
 	return New(cfg)
 }
 
-// Cloud is the OpenStack provider. It implements InstancesV2 on Nova.
+// Cloud is the OpenStack provider. It implements InstancesV2 on Nova and
+// LoadBalancer on Octavia and Neutron.
 type Cloud struct {
-	cfg       *Config
-	conn      *session
-	instances *instances
-	initOnce  sync.Once
+	cfg           *Config
+	conn          *session
+	instances     *instances
+	loadBalancers *loadBalancers
+	initOnce      sync.Once
 }
 
 var _ cloudprovider.Interface = (*Cloud)(nil)
@@ -61,9 +63,10 @@ func newCloud(cfg *Config, timeouts httpTimeouts) (*Cloud, error) {
 	}
 	conn := newSession(cfg, httpClient)
 	return &Cloud{
-		cfg:       cfg,
-		conn:      conn,
-		instances: &instances{conn: conn, region: cfg.Global.Region, networking: cfg.Networking},
+		cfg:           cfg,
+		conn:          conn,
+		instances:     &instances{conn: conn, region: cfg.Global.Region, networking: cfg.Networking},
+		loadBalancers: newLoadBalancers(conn, &cfg.LoadBalancer),
 	}, nil
 }
 
@@ -83,8 +86,8 @@ func (c *Cloud) Initialize(_ cloudprovider.ControllerClientBuilder, stop <-chan 
 	})
 }
 
-// LoadBalancer is not offered yet.
-func (c *Cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return nil, false }
+// LoadBalancer returns the load balancers on Octavia.
+func (c *Cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return c.loadBalancers, true }
 
 // Instances is not offered: ccmkit's controllers use InstancesV2.
 func (c *Cloud) Instances() (cloudprovider.Instances, bool) { return nil, false }

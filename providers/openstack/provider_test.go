@@ -46,8 +46,8 @@ func TestRegisteredFactory(t *testing.T) {
 	if _, ok := p.Clusters(); ok {
 		t.Error("Clusters offered")
 	}
-	if _, ok := p.LoadBalancer(); ok {
-		t.Error("LoadBalancer offered")
+	if _, ok := p.LoadBalancer(); !ok {
+		t.Error("no LoadBalancer")
 	}
 	if _, ok := p.Routes(); ok {
 		t.Error("Routes offered")
@@ -69,15 +69,15 @@ func TestFactoryErrors(t *testing.T) {
 		want []string
 	}{
 		{name: "no config", want: []string{"--cloud-config"}},
-		{name: "bad config", conf: ptr("[Global]\nusername = ccm\n"),
+		{name: "bad config", conf: stringPtr("[Global]\nusername = ccm\n"),
 			want: []string{"region is required", "auth-url is required", "no credentials"}},
-		{name: "user name without a domain", conf: ptr("[Global]\nauth-url = https://k:5000/v3\nregion = r\nusername = u\npassword = p\n"),
+		{name: "user name without a domain", conf: stringPtr("[Global]\nauth-url = https://k:5000/v3\nregion = r\nusername = u\npassword = p\n"),
 			want: []string{"[Global] credentials", "DomainID or DomainName"}},
-		{name: "project name without a domain", conf: ptr("[Global]\nauth-url = https://k:5000/v3\nregion = r\nuser-id = u\npassword = p\ntenant-name = demo\n"),
+		{name: "project name without a domain", conf: stringPtr("[Global]\nauth-url = https://k:5000/v3\nregion = r\nuser-id = u\npassword = p\ntenant-name = demo\n"),
 			want: []string{"[Global] credentials"}},
-		{name: "auth-url without a scheme", conf: ptr("[Global]\nauth-url = keystone:5000\nregion = r\nuser-id = u\npassword = p\n"),
+		{name: "auth-url without a scheme", conf: stringPtr("[Global]\nauth-url = keystone:5000\nregion = r\nuser-id = u\npassword = p\n"),
 			want: []string{`auth-url "keystone:5000" is not an http or https URL`}},
-		{name: "ca-file without a certificate", conf: ptr("[Global]\nauth-url = https://k:5000/v3\nregion = r\nuser-id = u\npassword = p\nca-file = " + garbage + "\n"),
+		{name: "ca-file without a certificate", conf: stringPtr("[Global]\nauth-url = https://k:5000/v3\nregion = r\nuser-id = u\npassword = p\nca-file = " + garbage + "\n"),
 			want: []string{"ca-file", "no PEM certificate"}},
 	}
 	for _, tt := range tests {
@@ -107,7 +107,7 @@ func TestFactoryErrors(t *testing.T) {
 	}
 }
 
-func ptr(s string) *string { return &s }
+func stringPtr(s string) *string { return &s }
 
 // A CCM starts while Keystone is down: the provider is built without a
 // request, calls fail with Keystone's error, a failed attempt is not

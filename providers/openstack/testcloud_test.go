@@ -77,6 +77,7 @@ func newTestProviderWith(t *testing.T, conf string, timeouts httpTimeouts) *Clou
 	}
 	p.conn.minBackoff, p.conn.maxBackoff = 0, 0
 	p.conn.logger, _ = ktesting.NewTestContext(t)
+	p.loadBalancers.pollInitial, p.loadBalancers.pollMax = 2*time.Millisecond, 20*time.Millisecond
 	t.Cleanup(p.conn.close)
 	return p
 }
@@ -138,4 +139,32 @@ func (c *fakeClock) Advance(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.now = c.now.Add(d)
+}
+
+// lbNetworks are the networks of testCloud's load balancers.
+type lbNetworks struct {
+	private, public             emulator.Net
+	privateSubnet, publicSubnet emulator.Subnet
+}
+
+// addLBNetworks adds a network "private" (10.0.0.0/24), on which servers
+// added later get ports, and an external network "public"
+// (172.24.4.0/24) of floating IPs.
+func (c *testCloud) addLBNetworks(t *testing.T) lbNetworks {
+	t.Helper()
+	var n lbNetworks
+	var err error
+	if n.private, err = c.AddNetwork(emulator.Net{Name: "private"}); err != nil {
+		t.Fatal(err)
+	}
+	if n.privateSubnet, err = c.AddSubnet(emulator.Subnet{Name: "private-subnet", NetworkID: n.private.ID, CIDR: "10.0.0.0/24"}); err != nil {
+		t.Fatal(err)
+	}
+	if n.public, err = c.AddNetwork(emulator.Net{Name: "public", External: true}); err != nil {
+		t.Fatal(err)
+	}
+	if n.publicSubnet, err = c.AddSubnet(emulator.Subnet{Name: "public-subnet", NetworkID: n.public.ID, CIDR: "172.24.4.0/24"}); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

@@ -3,15 +3,32 @@
 // for what the provider uses: Keystone v3 tokens (password, application
 // credential and token methods, project scope, a catalog whose endpoints
 // point back at the emulator), Nova servers and flavors with
-// microversions, and Neutron's extension list. Tests change the cloud and
+// microversions, Neutron (extensions, networks, subnets, ports with
+// allowed address pairs, floating IPs) and Octavia v2 (load balancers,
+// fully populated or not, listeners, pools, members with the batch update,
+// health monitors, tags, cascade delete). Tests change the cloud and
 // inject faults through its Go API while the provider talks HTTP to it
 // through gophercloud.
+//
+// Octavia works as Octavia does: a change answers at once and leaves the
+// load balancer PENDING_CREATE, PENDING_UPDATE or PENDING_DELETE for
+// Options.OctaviaDelay (SetOctaviaDelay), after which it is ACTIVE (ERROR
+// after FailProvisioning) or gone; any change to a load balancer or its
+// children while it is not ACTIVE is refused with 409. A load balancer's
+// VIP port is a Neutron port owned by "Octavia", made when the load
+// balancer is and deleted with it, which disassociates its floating IP.
+// A server's fixed addresses on networks Neutron knows have ports of the
+// server.
 //
 //	e := emulator.New(emulator.Options{})
 //	defer e.Close()
 //	user, _ := e.AddUser(emulator.User{Name: "ccm", Password: "pw", Projects: []string{e.DefaultProject().ID}})
-//	srv, _ := e.AddServer(emulator.Server{Name: "node-1", Flavor: "m1.small"})
+//	net, _ := e.AddNetwork(emulator.Net{Name: "private"})
+//	sub, _ := e.AddSubnet(emulator.Subnet{NetworkID: net.ID, CIDR: "10.0.0.0/24"})
+//	srv, _ := e.AddServer(emulator.Server{Name: "node-1", Flavor: "m1.small",
+//		Addresses: map[string][]emulator.Address{"private": {{Addr: "10.0.0.5"}}}}) // and its port
 //	e.AddFault(emulator.Fault{Service: emulator.Compute, Hang: true})
+//	lbs := e.LoadBalancers() // with listeners, pools, members, monitors
 //
 // Layout of the server: Keystone is at /identity (the auth URL is
 // AuthURL(), /identity/v3); every other service is published in the
@@ -24,7 +41,8 @@
 // its control methods and its handlers, registered in New. emulator.go
 // has the server, the routing (route: request log, then faults, then the
 // token check), the error bodies in each service's format and the request
-// log; faults.go has the fault injection.
+// log; faults.go has the fault injection; lists.go the request decoding
+// and the list filters Neutron and Octavia share.
 //
 // This package is for tests only; no non-test code imports it.
 package emulator

@@ -54,6 +54,11 @@ type Options struct {
 	// NetworkExtensions are the aliases of the Neutron extensions listed;
 	// default a typical ML2/OVS set.
 	NetworkExtensions []string
+	// OctaviaDelay is how long a load balancer stays PENDING_CREATE,
+	// PENDING_UPDATE or PENDING_DELETE after a change before it is ACTIVE
+	// (or gone); zero makes it so by the next request, while the answer to
+	// the change itself still shows the PENDING_* status. The clock is Now.
+	OctaviaDelay time.Duration
 }
 
 // Request is one request the emulator received.
@@ -87,6 +92,8 @@ type Emulator struct {
 	mu       sync.Mutex
 	keystone keystoneState
 	nova     novaState
+	neutron  neutronState
+	octavia  octaviaState
 	// Faults and the request log.
 	faults   []*fault
 	faultSeq int
@@ -119,6 +126,8 @@ func New(opts Options) *Emulator {
 		closed:   make(chan struct{}),
 		keystone: newKeystoneState(),
 		nova:     newNovaState(),
+		neutron:  newNeutronState(),
+		octavia:  newOctaviaState(opts.OctaviaDelay),
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/", http.NotFound)

@@ -137,7 +137,9 @@ func (e *Emulator) flavorNamed(name string) *Flavor {
 }
 
 // AddServer adds a server and returns it with its defaults filled in.
-// Nova allows several servers with one name; so does the emulator.
+// Nova allows several servers with one name; so does the emulator. Each
+// fixed address on a network Neutron has (by name, of the server's project
+// or shared) gets a Neutron port of the server, as Nova's servers have.
 func (e *Emulator) AddServer(s Server) (Server, error) {
 	s = s.clone()
 	e.mu.Lock()
@@ -184,6 +186,10 @@ func (e *Emulator) AddServer(s Server) (Server, error) {
 			addrs[i] = a
 		}
 	}
+	if err := e.addServerPortsLocked(&s); err != nil {
+		e.deleteServerPortsLocked(s.ID)
+		return Server{}, err
+	}
 	e.nova.serverSeq++
 	s.Created = e.opts.Now().UTC().Truncate(time.Second).Add(time.Duration(e.nova.serverSeq) * time.Microsecond)
 	e.nova.servers[s.ID] = &s
@@ -207,7 +213,8 @@ func (e *Emulator) SetStatus(id, status string) error {
 	return e.UpdateServer(id, func(s *Server) { s.Status = status })
 }
 
-// DeleteServer deletes a server: it is gone from lists and a GET of it is 404.
+// DeleteServer deletes a server: it is gone from lists and a GET of it is
+// 404, and its Neutron ports are gone.
 func (e *Emulator) DeleteServer(id string) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -215,6 +222,7 @@ func (e *Emulator) DeleteServer(id string) error {
 		return fmt.Errorf("no server %s", id)
 	}
 	delete(e.nova.servers, id)
+	e.deleteServerPortsLocked(id)
 	return nil
 }
 
