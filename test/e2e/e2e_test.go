@@ -267,7 +267,7 @@ func TestBadInputExitsClearly(t *testing.T) {
 		want []string
 	}{
 		{name: "no provider", args: base, want: []string{"--cloud-provider: is required", "fake"}},
-		{name: "unknown provider", args: append(base, "--cloud-provider=nope"), want: []string{`unknown provider "nope"; compiled-in providers: fake`}},
+		{name: "unknown provider", args: append(base, "--cloud-provider=nope"), want: []string{`unknown provider "nope"; compiled-in providers: aws, fake, openstack`}},
 		{name: "unknown flag", args: append(base, "--cloud-provider=fake", "--no-such-flag"), want: []string{"unknown flag: --no-such-flag"}},
 		{name: "bad values, all reported", args: append(base, "--cloud-provider=fake", "--concurrent-node-syncs=0", "--cloud-call-timeout=-1s", "--controllers=cloud-node,bogus", "--cluster-cidr=300.0.0.0/8"),
 			want: []string{"--concurrent-node-syncs", "--cloud-call-timeout", `--controllers: unknown controller "bogus"`, "--cluster-cidr"}},
