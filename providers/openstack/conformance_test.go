@@ -123,10 +123,26 @@ func (c *control) Addresses(context.Context) ([]string, error) {
 
 // TestConformance runs the suite with a config that names no subnet and
 // no floating network: the VIP goes on the subnet of the nodes' ports and
-// floating IPs come from the one external network.
+// floating IPs come from the one external network. Routes go on a router
+// with an interface on the nodes' subnet, with Neutron's atomic route
+// changes and without them.
 func TestConformance(t *testing.T) {
-	c := newTestCloud(t, emulator.Options{OctaviaDelay: 5 * time.Millisecond})
-	c.addLBNetworks(t)
-	p := newTestProvider(t, c.conf())
-	providertest.Run(t, providertest.Suite{Provider: p, Cloud: &control{e: c.Emulator}})
+	for _, tt := range []struct {
+		name       string
+		extensions []string
+	}{
+		{name: "atomic routes"},
+		{name: "routes by revision", extensions: emulator.NetworkExtensionsWithout("extraroute-atomic")},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newTestCloud(t, emulator.Options{OctaviaDelay: 5 * time.Millisecond, NetworkExtensions: tt.extensions})
+			n := c.addLBNetworks(t)
+			router, err := c.AddRouter(emulator.Router{Name: "cluster", InterfaceSubnets: []string{n.privateSubnet.ID}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := newTestProvider(t, c.conf("[Route]", "router-id = "+router.ID))
+			providertest.Run(t, providertest.Suite{Provider: p, Cloud: &control{e: c.Emulator}})
+		})
+	}
 }

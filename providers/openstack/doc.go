@@ -7,8 +7,9 @@
 // missing value is an error that lists every problem. Secrets print as
 // <redacted>.
 //
-// The provider offers InstancesV2 on Nova and LoadBalancer on Octavia
-// with floating IPs from Neutron. It does not contact OpenStack when it is
+// The provider offers InstancesV2 on Nova, LoadBalancer on Octavia with
+// floating IPs from Neutron and, when [Route] router-id names a Neutron
+// router, Routes on that router. It does not contact OpenStack when it is
 // built: it authenticates on the first call (or in the background once
 // Initialize is called), so a CCM starts while Keystone is down, and every
 // call is bounded by its caller's context. Error texts never carry the
@@ -41,4 +42,23 @@
 // [LoadBalancerClass "name"] of the cloud config), and
 // service.beta.kubernetes.io/openstack-internal-load-balancer. A bad value
 // is an error naming the annotation, found before anything is changed.
+//
+// A pod route is one of the router's static routes: the Node's pod CIDR
+// goes to the Node's InternalIP of the CIDR's IP family, and the Node's
+// Neutron port (the one holding that address) gets the CIDR as an allowed
+// address pair, so that port security lets the pods' traffic pass. A
+// listed route names the Node of the server whose fixed address is its
+// next hop (the Node's name is the server's); a route whose next hop is
+// no server's address is a blackhole, which the route controller deletes
+// when it is inside the cluster CIDR. A route is named "<destination> via
+// <next hop>". Creating adds the address pair first and the route second,
+// deleting takes them away in the same order, and either is a no-op when
+// done already. Neutron's extensions are read once, on the first change:
+// with extraroute-atomic a route is added and removed in one request
+// (add_extraroutes, remove_extraroutes); without it the router's routes
+// are read, changed and written back with If-Match: revision_number=N
+// (revision-if-match), and a write that another writer beat (412) is
+// made again on a fresh read, a bounded number of times, so that no
+// concurrent writer's route is lost. A port's address pairs are changed
+// the same way.
 package openstack

@@ -35,14 +35,17 @@ func newFromConfig(r io.Reader) (cloudprovider.Interface, error) {
 	return New(cfg)
 }
 
-// Cloud is the OpenStack provider. It implements InstancesV2 on Nova and
-// LoadBalancer on Octavia and Neutron.
+// Cloud is the OpenStack provider. It implements InstancesV2 on Nova,
+// LoadBalancer on Octavia and Neutron and, with [Route] router-id, Routes
+// on a Neutron router.
 type Cloud struct {
 	cfg           *Config
 	conn          *session
 	instances     *instances
 	loadBalancers *loadBalancers
-	initOnce      sync.Once
+	// routes is nil without [Route] router-id.
+	routes   *routes
+	initOnce sync.Once
 }
 
 var _ cloudprovider.Interface = (*Cloud)(nil)
@@ -62,12 +65,16 @@ func newCloud(cfg *Config, timeouts httpTimeouts) (*Cloud, error) {
 		return nil, err
 	}
 	conn := newSession(cfg, httpClient)
-	return &Cloud{
+	c := &Cloud{
 		cfg:           cfg,
 		conn:          conn,
 		instances:     &instances{conn: conn, region: cfg.Global.Region, networking: cfg.Networking},
 		loadBalancers: newLoadBalancers(conn, &cfg.LoadBalancer),
-	}, nil
+	}
+	if cfg.Route.RouterID != "" {
+		c.routes = newRoutes(conn, c.instances, cfg.Route.RouterID)
+	}
+	return c, nil
 }
 
 // Initialize starts connecting to OpenStack in the background, so that a
@@ -101,8 +108,14 @@ func (c *Cloud) Zones() (cloudprovider.Zones, bool) { return nil, false }
 // Clusters is not offered.
 func (c *Cloud) Clusters() (cloudprovider.Clusters, bool) { return nil, false }
 
-// Routes is not offered yet.
-func (c *Cloud) Routes() (cloudprovider.Routes, bool) { return nil, false }
+// Routes returns the routes on the Neutron router of [Route] router-id;
+// without it, routes are not offered.
+func (c *Cloud) Routes() (cloudprovider.Routes, bool) {
+	if c.routes == nil {
+		return nil, false
+	}
+	return c.routes, true
+}
 
 // ProviderName is "openstack".
 func (c *Cloud) ProviderName() string { return ProviderName }

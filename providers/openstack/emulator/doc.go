@@ -4,9 +4,11 @@
 // credential and token methods, project scope, a catalog whose endpoints
 // point back at the emulator), Nova servers and flavors with
 // microversions, Neutron (extensions, networks, subnets, ports with
-// allowed address pairs, floating IPs) and Octavia v2 (load balancers,
-// fully populated or not, listeners, pools, members with the batch update,
-// health monitors, tags, cascade delete). Tests change the cloud and
+// allowed address pairs, floating IPs, routers whose static routes change
+// by a PUT with an If-Match revision or, with the extraroute-atomic
+// extension, by add_extraroutes and remove_extraroutes) and Octavia v2
+// (load balancers, fully populated or not, listeners, pools, members with
+// the batch update, health monitors, tags, cascade delete). Tests change the cloud and
 // inject faults through its Go API while the provider talks HTTP to it
 // through gophercloud.
 //
@@ -36,9 +38,10 @@
 // path (/public/compute/v2.1, /internal/network, /admin/load-balancer, ...),
 // so a test can see from Requests which interface the client chose.
 //
-// Each service lives in its own file: keystone.go, nova.go, neutron.go and
-// octavia.go, with its state (a field of Emulator, guarded by its mutex),
-// its control methods and its handlers, registered in New. emulator.go
+// Each service lives in its own file: keystone.go, nova.go, neutron.go
+// (and routers.go for Neutron's routers) and octavia.go, with its state
+// (a field of Emulator, guarded by its mutex), its control methods and
+// its handlers, registered in New. emulator.go
 // has the server, the routing (route: request log, then faults, then the
 // token check), the error bodies in each service's format and the request
 // log; faults.go has the fault injection; lists.go the request decoding

@@ -52,7 +52,9 @@ type Options struct {
 	// MySQL and MariaDB with their default collation.
 	CaseSensitiveNames bool
 	// NetworkExtensions are the aliases of the Neutron extensions listed;
-	// default a typical ML2/OVS set.
+	// default a typical ML2/OVS set. NetworkExtensionsWithout leaves some
+	// of those out: without extraroute-atomic, for one, routers have no
+	// add_extraroutes and remove_extraroutes.
 	NetworkExtensions []string
 	// OctaviaDelay is how long a load balancer stays PENDING_CREATE,
 	// PENDING_UPDATE or PENDING_DELETE after a change before it is ACTIVE

@@ -15,8 +15,8 @@ import (
 // part of what an ML2/OVS deployment has.
 var defaultNetworkExtensions = []string{
 	"agent", "allowed-address-pairs", "binding", "external-net", "ext-gw-mode",
-	"extraroute", "extraroute-atomic", "filter-validation", "port-security", "quotas", "router",
-	"security-group", "standard-attr-description", "standard-attr-revisions", "standard-attr-tag",
+	"extraroute", "extraroute-atomic", "filter-validation", "port-security", "quotas", "revision-if-match",
+	"router", "security-group", "standard-attr-description", "standard-attr-revisions", "standard-attr-tag",
 }
 
 // Device owners of the ports the emulator makes itself.
@@ -126,6 +126,7 @@ type neutronState struct {
 	subnets  map[string]*Subnet
 	ports    map[string]*Port
 	fips     map[string]*FloatingIP
+	routers  map[string]*Router
 	created  map[string]time.Time // of every resource, by ID
 	macSeq   int
 }
@@ -133,7 +134,8 @@ type neutronState struct {
 func newNeutronState() neutronState {
 	return neutronState{
 		networks: map[string]*Net{}, subnets: map[string]*Subnet{},
-		ports: map[string]*Port{}, fips: map[string]*FloatingIP{}, created: map[string]time.Time{},
+		ports: map[string]*Port{}, fips: map[string]*FloatingIP{}, routers: map[string]*Router{},
+		created: map[string]time.Time{},
 	}
 }
 
@@ -502,10 +504,7 @@ func (e *Emulator) routeNeutron(mux *http.ServeMux) {
 				"links":  []any{map[string]any{"rel": "self", "href": e.endpoint(Network, c.iface) + "/v2.0/"}},
 			}}})
 		})
-		for _, r := range []struct {
-			method, path string
-			h            func(*call)
-		}{
+		for _, r := range append([]neutronHandler{
 			{http.MethodGet, "v2.0/extensions", e.listNetworkExtensions},
 			{http.MethodGet, "v2.0/extensions/{alias}", e.getNetworkExtension},
 			{http.MethodGet, "v2.0/networks", e.listNetworks},
@@ -522,10 +521,16 @@ func (e *Emulator) routeNeutron(mux *http.ServeMux) {
 			{http.MethodGet, "v2.0/floatingips/{id}", e.getFloatingIP},
 			{http.MethodPut, "v2.0/floatingips/{id}", e.updateFloatingIP},
 			{http.MethodDelete, "v2.0/floatingips/{id}", e.deleteFloatingIP},
-		} {
+		}, e.routerHandlers()...) {
 			e.route(mux, r.method, r.path, Network, iface, true, r.h)
 		}
 	}
+}
+
+// neutronHandler serves one of Neutron's requests.
+type neutronHandler struct {
+	method, path string
+	h            func(*call)
 }
 
 func (e *Emulator) networkExtensionView(alias string) map[string]any {
