@@ -8,6 +8,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	elb "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancing"
+	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -18,7 +20,9 @@ import (
 // are named, as kubelets on EC2 name them, by their instance's private
 // DNS name.
 type control struct {
-	ec2 *ec2.Client
+	ec2   *ec2.Client
+	elb   *elb.Client
+	elbv2 *elbv2.Client
 }
 
 var _ providertest.Cloud = (*control)(nil)
@@ -76,17 +80,30 @@ func (c *control) DeleteInstance(ctx context.Context, name string) error {
 	return err
 }
 
-// The provider has no LoadBalancer yet: the suite skips the load-balancer
-// tests, and the cloud has nothing to show.
+// LoadBalancers lists the Classic ELBs and Network Load Balancers by
+// their Service tag.
+func (c *control) LoadBalancers(ctx context.Context) ([]string, error) {
+	return cloudLoadBalancers(ctx, c.elb, c.elbv2)
+}
 
-func (c *control) LoadBalancers(context.Context) ([]string, error) { return nil, nil }
+// Members lists the nodes, by private DNS name, that the Service's load
+// balancer sends to: a Classic ELB's instances or a Network Load
+// Balancer's targets.
+func (c *control) Members(ctx context.Context, svc *v1.Service) ([]string, error) {
+	return cloudMembers(ctx, c.ec2, c.elb, c.elbv2, loadBalancerName(svc))
+}
 
-func (c *control) Members(context.Context, *v1.Service) ([]string, error) { return nil, nil }
-
-func (c *control) Addresses(context.Context) ([]string, error) { return nil, nil }
+// Addresses lists the load balancers' DNS names and the Elastic IPs.
+func (c *control) Addresses(ctx context.Context) ([]string, error) {
+	return cloudAddresses(ctx, c.ec2, c.elb, c.elbv2)
+}
 
 func TestConformance(t *testing.T) {
 	c := newTestCloud(t)
 	p := newTestProvider(t, c.conf(), defaultBatchOptions)
-	providertest.Run(t, providertest.Suite{Provider: p, Cloud: &control{ec2: c.ec2}})
+	elbClient, elbv2Client := c.loadBalancerClients()
+	c.tagDefaultSubnetsForLoadBalancers(t)
+	// The pod routes go into the cluster's route table, found by its tag.
+	c.createClusterRouteTable(t)
+	providertest.Run(t, providertest.Suite{Provider: p, Cloud: &control{ec2: c.ec2, elb: elbClient, elbv2: elbv2Client}})
 }

@@ -38,11 +38,14 @@ func newFromConfig(r io.Reader) (cloudprovider.Interface, error) {
 	return New(cfg)
 }
 
-// Cloud is the AWS provider. It implements InstancesV2 on EC2.
+// Cloud is the AWS provider. It implements InstancesV2 on EC2, LoadBalancer
+// on ELB, and Routes on the cluster's EC2 route tables.
 type Cloud struct {
 	cfg       *Config
 	clients   *clients
 	instances *instances
+	lbs       *loadBalancers
+	routes    *routes
 	// stop ends the provider's life: requests in flight are cancelled.
 	stop     context.CancelFunc
 	initOnce sync.Once
@@ -68,10 +71,13 @@ func newCloud(ctx context.Context, cfg *Config, opts clientOptions, batch batchO
 		logger.Info("No cluster ID in the cloud config (KubernetesClusterID): every instance in the region is taken as the cluster's", "region", c.region)
 	}
 	logger.V(2).Info("AWS provider ready", "region", c.region, "clusterID", cfg.Global.clusterID(), "nodeIPFamilies", cfg.Global.NodeIPFamilies)
+	inst := newInstances(life, c.ec2, c.region, cfg.Global, batch)
 	return &Cloud{
 		cfg:       cfg,
 		clients:   c,
-		instances: newInstances(life, c.ec2, c.region, cfg.Global, batch),
+		instances: inst,
+		lbs:       newLoadBalancers(c, inst, cfg.Global),
+		routes:    newRoutes(c.ec2, inst, cfg.Global),
 		stop:      stop,
 	}, nil
 }
@@ -87,8 +93,9 @@ func (c *Cloud) Initialize(_ cloudprovider.ControllerClientBuilder, stop <-chan 
 	})
 }
 
-// LoadBalancer is not offered yet.
-func (c *Cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return nil, false }
+// LoadBalancer returns the load balancers on ELB: Classic ELBs, and
+// Network Load Balancers for Services annotated as nlb.
+func (c *Cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return c.lbs, true }
 
 // Instances is not offered: ccmkit's controllers use InstancesV2.
 func (c *Cloud) Instances() (cloudprovider.Instances, bool) { return nil, false }
@@ -102,8 +109,8 @@ func (c *Cloud) Zones() (cloudprovider.Zones, bool) { return nil, false }
 // Clusters is not offered.
 func (c *Cloud) Clusters() (cloudprovider.Clusters, bool) { return nil, false }
 
-// Routes is not offered yet.
-func (c *Cloud) Routes() (cloudprovider.Routes, bool) { return nil, false }
+// Routes returns the pod routes in the cluster's EC2 route tables.
+func (c *Cloud) Routes() (cloudprovider.Routes, bool) { return c.routes, true }
 
 // ProviderName is "aws".
 func (c *Cloud) ProviderName() string { return ProviderName }

@@ -31,11 +31,11 @@ func TestRegistered(t *testing.T) {
 	if exists, err := instances.InstanceExists(t.Context(), node("n", "aws:///us-east-1a/i-0123456789abcdef0")); err != nil || exists {
 		t.Errorf("InstanceExists(unknown) = %v, %v; want false", exists, err)
 	}
-	if _, ok := p.LoadBalancer(); ok {
-		t.Error("LoadBalancer offered")
+	if _, ok := p.LoadBalancer(); !ok {
+		t.Error("LoadBalancer not offered")
 	}
-	if _, ok := p.Routes(); ok {
-		t.Error("Routes offered")
+	if _, ok := p.Routes(); !ok {
+		t.Error("Routes not offered")
 	}
 }
 
