@@ -3,15 +3,19 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	cloudproviderapi "k8s.io/cloud-provider/api"
 
@@ -20,8 +24,9 @@ import (
 )
 
 // openstackCloud starts the OpenStack API emulator with a user for the
-// CCM and returns it with the path of a cloud.conf for it.
-func openstackCloud(t *testing.T) (*emulator.Emulator, string) {
+// CCM and returns it with the path of a cloud.conf for it; extra are lines
+// after [Global]'s.
+func openstackCloud(t *testing.T, extra ...string) (*emulator.Emulator, string) {
 	t.Helper()
 	e := emulator.New(emulator.Options{})
 	t.Cleanup(e.Close)
@@ -37,12 +42,81 @@ user-domain-name = Default
 tenant-name = %s
 tenant-domain-id = default
 `, e.AuthURL(), e.Region(), e.DefaultProject().Name)
+	conf += strings.Join(extra, "\n") + "\n"
 	path := filepath.Join(t.TempDir(), "cloud.conf")
 	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return e, path
 }
+
+// addLBNetworks adds the network "private" (10.0.0.0/24) of the servers,
+// whose ports hold the load balancers' VIPs, and the one external network
+// "public" (172.24.4.0/24) of their floating IPs. Only servers added
+// after it get ports on "private".
+func addLBNetworks(t *testing.T, cloud *emulator.Emulator) {
+	t.Helper()
+	private, err := cloud.AddNetwork(emulator.Net{Name: "private"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cloud.AddSubnet(emulator.Subnet{Name: "private-subnet", NetworkID: private.ID, CIDR: "10.0.0.0/24"}); err != nil {
+		t.Fatal(err)
+	}
+	public, err := cloud.AddNetwork(emulator.Net{Name: "public", External: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cloud.AddSubnet(emulator.Subnet{Name: "public-subnet", NetworkID: public.ID, CIDR: floatingCIDR.String()}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// floatingCIDR is the subnet of addLBNetworks' floating IPs.
+var floatingCIDR = netip.MustParsePrefix("172.24.4.0/24")
+
+// addOpenStackNode adds a running m1.large server in az-1 with the fixed
+// address addr on "private", and its Node, tainted as a kubelet with
+// --cloud-provider=external registers it.
+func addOpenStackNode(t *testing.T, cloud *emulator.Emulator, cp *harness.ControlPlane, name, addr string) emulator.Server {
+	t.Helper()
+	srv, err := cloud.AddServer(emulator.Server{
+		Name:             name,
+		Flavor:           "m1.large",
+		AvailabilityZone: "az-1",
+		Addresses:        map[string][]emulator.Address{"private": {{Addr: addr}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := &v1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       v1.NodeSpec{Taints: []v1.Taint{{Key: taintUninitialized, Value: "true", Effect: v1.TaintEffectNoSchedule}}},
+	}
+	if _, err := cp.Client.CoreV1().Nodes().Create(t.Context(), node, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return srv
+}
+
+// startOpenStackCCM starts the CCM with the openstack provider and the
+// cloud.conf at conf, routes off, Node lifecycle checks every second and
+// extra flags, and waits until it is healthy.
+func startOpenStackCCM(t *testing.T, cp *harness.ControlPlane, conf string, extra ...string) *harness.CCM {
+	t.Helper()
+	args := append([]string{
+		"--cloud-provider=openstack", "--cloud-config=" + conf, "--configure-cloud-routes=false",
+		"--node-monitor-period=1s", "--node-deletion-grace-period=2s", "--v=2",
+	}, extra...)
+	ccm := harness.StartCCM(t, harness.CCMOptions{Kubeconfig: cp.Kubeconfig, Args: args})
+	if err := ccm.WaitHealthy(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return ccm
+}
+
+// initialised reports whether the cloud-node controller has initialised the Node.
+func initialised(n *v1.Node) bool { return n.Spec.ProviderID != "" && !tainted(n) }
 
 // TestOpenStackNodes runs the binary with --cloud-provider=openstack
 // against the emulator: Nodes are initialised from their Nova servers, a
@@ -56,37 +130,12 @@ func TestOpenStackNodes(t *testing.T) {
 	servers := map[string]emulator.Server{}
 	for i := range 3 {
 		name := fmt.Sprintf("os-node-%d", i)
-		srv, err := cloud.AddServer(emulator.Server{
-			Name:             name,
-			Flavor:           "m1.large",
-			AvailabilityZone: "az-1",
-			Addresses:        map[string][]emulator.Address{"private": {{Addr: fmt.Sprintf("10.0.0.%d", 10+i)}}},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		servers[name] = srv
-		node := &v1.Node{
-			ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec:       v1.NodeSpec{Taints: []v1.Taint{{Key: taintUninitialized, Value: "true", Effect: v1.TaintEffectNoSchedule}}},
-		}
-		if _, err := cp.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		servers[name] = addOpenStackNode(t, cloud, cp, name, fmt.Sprintf("10.0.0.%d", 10+i))
 	}
-
-	ccm := harness.StartCCM(t, harness.CCMOptions{Kubeconfig: cp.Kubeconfig, Args: []string{
-		"--cloud-provider=openstack", "--cloud-config=" + conf, "--configure-cloud-routes=false",
-		"--node-monitor-period=1s", "--node-deletion-grace-period=2s", "--v=2",
-	}})
-	if err := ccm.WaitHealthy(ctx); err != nil {
-		t.Fatal(err)
-	}
+	startOpenStackCCM(t, cp, conf)
 
 	for name, srv := range servers {
-		n := waitNode(t, cp, name, "initialised from Nova", func(n *v1.Node) bool {
-			return n.Spec.ProviderID != "" && !slices.ContainsFunc(n.Spec.Taints, func(t v1.Taint) bool { return t.Key == taintUninitialized })
-		})
+		n := waitNode(t, cp, name, "initialised from Nova", initialised)
 		if want := "openstack:///" + srv.ID; n.Spec.ProviderID != want {
 			t.Errorf("%s: providerID %q, want %q", name, n.Spec.ProviderID, want)
 		}
@@ -108,13 +157,7 @@ func TestOpenStackNodes(t *testing.T) {
 	if err := cloud.DeleteServer(servers["os-node-2"].ID); err != nil {
 		t.Fatal(err)
 	}
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		_, err := cp.Client.CoreV1().Nodes().Get(ctx, "os-node-2", metav1.GetOptions{})
-		return apierrors.IsNotFound(err), nil
-	})
-	if err != nil {
-		t.Fatalf("the Node of a deleted server was not deleted: %v", err)
-	}
+	waitNodeGone(t, cp, "os-node-2")
 	if _, err := cp.Client.CoreV1().Nodes().Get(ctx, "os-node-0", metav1.GetOptions{}); err != nil {
 		t.Errorf("the Node of a running server: %v", err)
 	}
@@ -123,7 +166,7 @@ func TestOpenStackNodes(t *testing.T) {
 // waitNode waits until cond holds for the Node and returns it.
 func waitNode(t *testing.T, cp *harness.ControlPlane, name, what string, cond func(*v1.Node) bool) *v1.Node {
 	t.Helper()
-	var last *v1.Node
+	last := &v1.Node{}
 	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		n, err := cp.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
@@ -136,4 +179,330 @@ func waitNode(t *testing.T, cp *harness.ControlPlane, name, what string, cond fu
 		t.Fatalf("%s not %s (last seen spec %+v, labels %v): %v", name, what, last.Spec, last.Labels, err)
 	}
 	return last
+}
+
+// waitNodeGone waits until the Node is deleted.
+func waitNodeGone(t *testing.T, cp *harness.ControlPlane, name string) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := cp.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	if err != nil {
+		t.Fatalf("the Node %s of a deleted server was not deleted: %v", name, err)
+	}
+}
+
+// osLBService is the LoadBalancer Service of the OpenStack tests, in the
+// default namespace, and osLBName the name of its Octavia load balancer
+// (cluster "kubernetes").
+const (
+	osLBService = "web"
+	osLBName    = "kube_service_kubernetes_default_" + osLBService
+)
+
+// createOSService creates osLBService with one TCP port, 80.
+func createOSService(t *testing.T, cp *harness.ControlPlane) {
+	t.Helper()
+	svc := &v1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: osLBService, Namespace: metav1.NamespaceDefault},
+		Spec: v1.ServiceSpec{
+			Type:     v1.ServiceTypeLoadBalancer,
+			Selector: map[string]string{"app": osLBService},
+			Ports:    []v1.ServicePort{{Name: "http", Protocol: v1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(8080)}},
+		},
+	}
+	if _, err := cp.Client.CoreV1().Services(metav1.NamespaceDefault).Create(t.Context(), svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// getOSService reads osLBService.
+func getOSService(ctx context.Context, cp *harness.ControlPlane) (*v1.Service, error) {
+	return cp.Client.CoreV1().Services(metav1.NamespaceDefault).Get(ctx, osLBService, metav1.GetOptions{})
+}
+
+// waitOSIngress waits until osLBService has an ingress IP and returns it.
+func waitOSIngress(t *testing.T, cp *harness.ControlPlane, timeout time.Duration) *v1.Service {
+	t.Helper()
+	svc := &v1.Service{}
+	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		got, err := getOSService(ctx, cp)
+		if err != nil {
+			return false, err
+		}
+		svc = got
+		return ingressIP(*svc) != "", nil
+	})
+	if err != nil {
+		t.Fatalf("Service %s has no ingress IP after %s (status %+v): %v", osLBService, timeout, svc.Status, err)
+	}
+	return svc
+}
+
+// osLoadBalancer returns the one load balancer named osLBName.
+func osLoadBalancer(cloud *emulator.Emulator) (emulator.Balancer, error) {
+	var found []emulator.Balancer
+	for _, lb := range cloud.LoadBalancers() {
+		if lb.Name == osLBName {
+			found = append(found, lb)
+		}
+	}
+	if len(found) != 1 {
+		return emulator.Balancer{}, fmt.Errorf("%d load balancers named %s, want 1", len(found), osLBName)
+	}
+	return found[0], nil
+}
+
+// poolMembers lists the members of the load balancer's pools as
+// name@address:port, sorted.
+func poolMembers(lb emulator.Balancer) []string {
+	var out []string
+	for _, p := range lb.Pools {
+		for _, m := range p.Members {
+			out = append(out, fmt.Sprintf("%s@%s:%d", m.Name, m.Address, m.ProtocolPort))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// nodeMembers lists what the pool members of the named Nodes are, in
+// poolMembers' form: each Node's InternalIP and the Service's NodePort.
+func nodeMembers(ctx context.Context, cp *harness.ControlPlane, nodePort int32, names ...string) ([]string, error) {
+	var out []string
+	for _, name := range names {
+		n, err := cp.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		i := slices.IndexFunc(n.Status.Addresses, func(a v1.NodeAddress) bool { return a.Type == v1.NodeInternalIP })
+		if i < 0 {
+			return nil, fmt.Errorf("node %s has no InternalIP", name)
+		}
+		out = append(out, fmt.Sprintf("%s@%s:%d", name, n.Status.Addresses[i].Address, nodePort))
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// waitMembers waits until the pool members of the Service's load balancer
+// are the named Nodes.
+func waitMembers(t *testing.T, cloud *emulator.Emulator, cp *harness.ControlPlane, svc *v1.Service, names ...string) {
+	t.Helper()
+	var got, want []string
+	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		var err error
+		if want, err = nodeMembers(ctx, cp, svc.Spec.Ports[0].NodePort, names...); err != nil {
+			return false, err
+		}
+		lb, err := osLoadBalancer(cloud)
+		if err != nil {
+			return false, err
+		}
+		got = poolMembers(lb)
+		return slices.Equal(got, want), nil
+	})
+	if err != nil {
+		t.Fatalf("pool members %v, want %v: %v", got, want, err)
+	}
+}
+
+// checkFloatingIP checks that the load balancer's VIP port, held by
+// Octavia, carries the one floating IP, which is the Service's ingress IP
+// and comes from the external network.
+func checkFloatingIP(t *testing.T, cloud *emulator.Emulator, svc *v1.Service) emulator.Balancer {
+	t.Helper()
+	lb, err := osLoadBalancer(cloud)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if port, ok := cloud.Port(lb.VIPPortID); !ok || port.DeviceOwner != emulator.DeviceOwnerOctavia {
+		t.Errorf("VIP port %s of the load balancer: %+v, %v; want one owned by Octavia", lb.VIPPortID, port, ok)
+	}
+	fips := cloud.FloatingIPs()
+	if len(fips) != 1 {
+		t.Fatalf("floating IPs %+v, want one", fips)
+	}
+	fip := fips[0]
+	addr, err := netip.ParseAddr(fip.FloatingIPAddress)
+	if err != nil || !floatingCIDR.Contains(addr) {
+		t.Errorf("floating IP %q is not from the external network's %s", fip.FloatingIPAddress, floatingCIDR)
+	}
+	if fip.PortID != lb.VIPPortID || fip.FixedIPAddress != lb.VIPAddress {
+		t.Errorf("floating IP %s is on port %s (%s), want the VIP port %s (%s)", fip.FloatingIPAddress, fip.PortID, fip.FixedIPAddress, lb.VIPPortID, lb.VIPAddress)
+	}
+	if ip := ingressIP(*svc); ip != fip.FloatingIPAddress {
+		t.Errorf("Service ingress IP %q, want the floating IP %s", ip, fip.FloatingIPAddress)
+	}
+	return lb
+}
+
+// TestOpenStackLoadBalancer runs the binary with --cloud-provider=openstack
+// against the emulator: a LoadBalancer Service gets an Octavia load
+// balancer whose pool members are the Nodes, initialised from Nova, and a
+// floating IP as its address; the members follow a Node added and a Node
+// whose server is deleted; deleting the Service leaves nothing in the
+// cloud, and the Service goes only once its finalizer is gone.
+func TestOpenStackLoadBalancer(t *testing.T) {
+	ctx := t.Context()
+	cloud, conf := openstackCloud(t, "[LoadBalancer]", "create-monitor = true")
+	addLBNetworks(t, cloud)
+	cp := harness.StartControlPlane(t)
+	servers := map[string]emulator.Server{}
+	for i := range 2 {
+		name := fmt.Sprintf("os-node-%d", i)
+		servers[name] = addOpenStackNode(t, cloud, cp, name, fmt.Sprintf("10.0.0.%d", 10+i))
+	}
+	startOpenStackCCM(t, cp, conf)
+	for name := range servers {
+		waitNode(t, cp, name, "initialised from Nova", initialised)
+	}
+
+	start := time.Now()
+	createOSService(t, cp)
+	svc := waitOSIngress(t, cp, 30*time.Second)
+	t.Logf("the Service got its floating IP in %s", time.Since(start).Round(time.Millisecond))
+	if !slices.Contains(svc.Finalizers, lbFinalizer) {
+		t.Errorf("Service finalizers %v, want %s", svc.Finalizers, lbFinalizer)
+	}
+	lb := checkFloatingIP(t, cloud, svc)
+	if lb.ProvisioningStatus != emulator.StatusActive {
+		t.Errorf("load balancer %s is %s, want ACTIVE", lb.ID, lb.ProvisioningStatus)
+	}
+	if len(lb.Listeners) != 1 || lb.Listeners[0].Protocol != "TCP" || lb.Listeners[0].ProtocolPort != 80 {
+		t.Errorf("listeners %+v, want one of TCP port 80", lb.Listeners)
+	}
+	if len(lb.Pools) != 1 || lb.Pools[0].HealthMonitor == nil || lb.Pools[0].HealthMonitor.Type != "TCP" {
+		t.Errorf("pools %+v, want one with a TCP health monitor", lb.Pools)
+	}
+	waitMembers(t, cloud, cp, svc, "os-node-0", "os-node-1")
+
+	servers["os-node-2"] = addOpenStackNode(t, cloud, cp, "os-node-2", "10.0.0.12")
+	waitNode(t, cp, "os-node-2", "initialised from Nova", initialised)
+	waitMembers(t, cloud, cp, svc, "os-node-0", "os-node-1", "os-node-2")
+
+	if err := cloud.DeleteServer(servers["os-node-0"].ID); err != nil {
+		t.Fatal(err)
+	}
+	waitNodeGone(t, cp, "os-node-0")
+	waitMembers(t, cloud, cp, svc, "os-node-1", "os-node-2")
+
+	start = time.Now()
+	if err := cp.Client.CoreV1().Services(metav1.NamespaceDefault).Delete(ctx, osLBService, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var last *v1.Service
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		svc, err := getOSService(ctx, cp)
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		last = svc
+		return false, err
+	})
+	if err != nil {
+		t.Fatalf("the deleted Service is still there (finalizers %v): %v", last.Finalizers, err)
+	}
+	t.Logf("the Service and its load balancer were deleted in %s", time.Since(start).Round(time.Millisecond))
+	// The finalizer goes only once the load balancer is deleted: the cloud
+	// is clean the moment the Service is gone.
+	if lbs := cloud.LoadBalancers(); len(lbs) != 0 {
+		t.Errorf("load balancers left: %+v", lbs)
+	}
+	if l := cloud.Listeners(); len(l) != 0 {
+		t.Errorf("listeners left: %+v", l)
+	}
+	if p := cloud.Pools(); len(p) != 0 {
+		t.Errorf("pools left: %+v", p)
+	}
+	if m := cloud.HealthMonitors(); len(m) != 0 {
+		t.Errorf("health monitors left: %+v", m)
+	}
+	for _, p := range cloud.Ports() {
+		if p.DeviceOwner == emulator.DeviceOwnerOctavia {
+			t.Errorf("Octavia VIP port left: %+v", p)
+		}
+	}
+	if f := cloud.FloatingIPs(); len(f) != 0 {
+		t.Errorf("floating IPs left: %+v", f)
+	}
+}
+
+// Series of the CCM's /metrics that show the guard releasing a worker from
+// a hung EnsureLoadBalancer and ending the call at its deadline.
+const (
+	osEnsureDetached = `cloudprovider_api_requests_total{method="EnsureLoadBalancer",provider="openstack",result="detached"}`
+	osEnsureTimeout  = `cloudprovider_api_requests_total{method="EnsureLoadBalancer",provider="openstack",result="timeout"}`
+)
+
+// TestOpenStackOctaviaHang: Octavia accepts requests and never answers.
+// Meanwhile a new Node is initialised from Nova, the CCM stays healthy,
+// and the hung EnsureLoadBalancer of a Service created during the hang
+// releases its worker and ends at its deadline. Once Octavia answers
+// again, the Service gets its floating IP, with the Node added during the
+// hang among the members.
+func TestOpenStackOctaviaHang(t *testing.T) {
+	ctx := t.Context()
+	cloud, conf := openstackCloud(t)
+	addLBNetworks(t, cloud)
+	cp := harness.StartControlPlane(t)
+	addOpenStackNode(t, cloud, cp, "os-node-0", "10.0.0.10")
+	// The deadline leaves room for a create (the provider reads a new load
+	// balancer a second after it asked for it) and is short, so that the
+	// hung calls end soon: one for each node set the Service sees during
+	// the hang, as a call with other nodes does not take a kept result.
+	// The retry then comes after the first back-off of a failure (5s).
+	ccm := startOpenStackCCM(t, cp, conf,
+		"--cloud-call-detach-after=500ms", "--cloud-call-timeout=4s", "--cloud-lb-call-timeout=4s")
+	waitNode(t, cp, "os-node-0", "initialised from Nova", initialised)
+	token := cp.MetricsToken(ctx, t)
+
+	hang := cloud.AddFault(emulator.Fault{Service: emulator.LoadBalancer, Hang: true})
+	hungAt := time.Now()
+	createOSService(t, cp)
+	addOpenStackNode(t, cloud, cp, "os-node-1", "10.0.0.11")
+
+	var (
+		sawHung           bool
+		node              *v1.Node
+		detached, timeout float64
+	)
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		if status, body, err := ccm.Get(ctx, "/healthz", ""); err != nil || status != http.StatusOK {
+			return false, fmt.Errorf("GET /healthz while Octavia hangs = %d %q, %w", status, body, err)
+		}
+		svc, err := getOSService(ctx, cp)
+		if err != nil {
+			return false, err
+		}
+		if ip := ingressIP(*svc); ip != "" {
+			return false, fmt.Errorf("Service has ingress IP %s while Octavia hangs", ip)
+		}
+		sawHung = sawHung || cloud.Hung() > 0
+		if node, err = cp.Client.CoreV1().Nodes().Get(ctx, "os-node-1", metav1.GetOptions{}); err != nil {
+			return false, err
+		}
+		status, body, err := ccm.Get(ctx, "/metrics", token)
+		if err != nil || status != http.StatusOK {
+			return false, fmt.Errorf("GET /metrics: %d, %w", status, err)
+		}
+		detached, timeout = metricValue(body, osEnsureDetached), metricValue(body, osEnsureTimeout)
+		return sawHung && initialised(node) && detached >= 1 && timeout >= 1, nil
+	})
+	if err != nil {
+		t.Fatalf("while Octavia hangs (a request held: %v, os-node-1 initialised: %v, EnsureLoadBalancer detached %v and timed out %v times): %v",
+			sawHung, node != nil && initialised(node), detached, timeout, err)
+	}
+	t.Logf("a Node was initialised and a hung EnsureLoadBalancer timed out %s into the hang", time.Since(hungAt).Round(time.Millisecond))
+	if status, body, err := ccm.Get(ctx, "/readyz", ""); err != nil || status != http.StatusOK {
+		t.Errorf("GET /readyz while Octavia hangs = %d %q, %v; want 200", status, body, err)
+	}
+
+	cloud.RemoveFault(hang)
+	start := time.Now()
+	svc := waitOSIngress(t, cp, 30*time.Second)
+	t.Logf("the Service got its floating IP %s after Octavia answered again", time.Since(start).Round(time.Millisecond))
+	checkFloatingIP(t, cloud, svc)
+	waitMembers(t, cloud, cp, svc, "os-node-0", "os-node-1")
 }

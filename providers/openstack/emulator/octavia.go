@@ -233,6 +233,47 @@ func (e *Emulator) LoadBalancer(id string) (Balancer, bool) {
 	return e.snapshotLocked(lb), true
 }
 
+// Listeners returns every listener Octavia holds, of any load balancer,
+// by ID: a test sees one that outlived its load balancer.
+func (e *Emulator) Listeners() []Listener {
+	e.lockState()
+	defer e.mu.Unlock()
+	out := make([]Listener, 0, len(e.octavia.listeners))
+	for _, id := range slices.Sorted(maps.Keys(e.octavia.listeners)) {
+		l := *e.octavia.listeners[id]
+		l.AllowedCIDRs = slices.Clone(l.AllowedCIDRs)
+		l.InsertHeaders = maps.Clone(l.InsertHeaders)
+		l.Tags = slices.Clone(l.Tags)
+		out = append(out, l)
+	}
+	return out
+}
+
+// Pools returns every pool Octavia holds, with its members and health
+// monitor, by ID.
+func (e *Emulator) Pools() []Pool {
+	e.lockState()
+	defer e.mu.Unlock()
+	out := make([]Pool, 0, len(e.octavia.pools))
+	for _, id := range slices.Sorted(maps.Keys(e.octavia.pools)) {
+		out = append(out, clonePool(e.octavia.pools[id]))
+	}
+	return out
+}
+
+// HealthMonitors returns every health monitor Octavia holds, by ID.
+func (e *Emulator) HealthMonitors() []HealthMonitor {
+	e.lockState()
+	defer e.mu.Unlock()
+	out := make([]HealthMonitor, 0, len(e.octavia.monitors))
+	for _, id := range slices.Sorted(maps.Keys(e.octavia.monitors)) {
+		m := *e.octavia.monitors[id]
+		m.Tags = slices.Clone(m.Tags)
+		out = append(out, m)
+	}
+	return out
+}
+
 func (e *Emulator) snapshotLocked(r *lbRecord) Balancer {
 	lb := r.Balancer
 	lb.Tags = slices.Clone(r.Tags)

@@ -198,7 +198,8 @@ func getLB(ctx context.Context, t *testing.T, oc *gophercloud.ServiceClient, id 
 // PENDING_CREATE with its VIP port, refuses changes until it is ACTIVE
 // (after the delay, on the emulator's clock), and every change makes it
 // PENDING_UPDATE again; the batch update replaces the members; a delete
-// needs cascade when there are children, and takes the VIP port along.
+// needs cascade when there are children, and takes them and the VIP port
+// along.
 func TestOctaviaProvisioning(t *testing.T) {
 	clk := &clock{now: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}
 	c := newLBCloud(t, emulator.Options{Now: clk.Now, OctaviaDelay: 30 * time.Second})
@@ -272,6 +273,9 @@ func TestOctaviaProvisioning(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if l, p, m := c.Listeners(), c.Pools(), c.HealthMonitors(); len(l) != 1 || len(p) != 1 || len(m) != 1 || m[0].PoolID != p[0].ID {
+		t.Errorf("before the deletion: listeners %+v, pools %+v, monitors %+v; want one of each", l, p, m)
+	}
 	if err := loadbalancers.Delete(ctx, c.octavia, created.ID, nil).ExtractErr(); !gophercloud.ResponseCodeIs(err, http.StatusBadRequest) {
 		t.Errorf("deleting a load balancer with children: %v, want 400", err)
 	}
@@ -293,6 +297,9 @@ func TestOctaviaProvisioning(t *testing.T) {
 	}
 	if lbs := c.LoadBalancers(); len(lbs) != 0 {
 		t.Errorf("load balancers left: %+v", lbs)
+	}
+	if l, p, m := c.Listeners(), c.Pools(), c.HealthMonitors(); len(l)+len(p)+len(m) != 0 {
+		t.Errorf("left after the cascade delete: listeners %+v, pools %+v, monitors %+v", l, p, m)
 	}
 }
 
