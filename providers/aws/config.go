@@ -332,7 +332,7 @@ func (o *ServiceOverride) set(e ini.Entry) error {
 			return err
 		}
 	}
-	return fmt.Errorf("unknown key %s (a ServiceOverride has Service, Region, URL, SigningRegion, SigningName)", e.Key)
+	return fmt.Errorf("unknown key %s (a ServiceOverride has Service, Region, URL, SigningRegion, SigningName, SigningMethod)", e.Key)
 }
 
 // validate lists the problems of settings that each parsed well, and
@@ -386,6 +386,22 @@ func (c *Config) validate() (problems, warnings []string) {
 	}
 	if m := g.NLBSecurityGroupMode; m != "" && m != nlbSecurityGroupManaged {
 		problems = append(problems, fmt.Sprintf("[Global] NLBSecurityGroupMode: %q is not %s", m, nlbSecurityGroupManaged))
+	}
+	// Accepted, so that an upstream file still works, but not acted on:
+	// an operator who relies on one of them is told.
+	for _, unused := range []struct {
+		key string
+		set bool
+	}{
+		{"SubnetID", g.SubnetID != ""},
+		{"ClusterServiceLoadBalancerHealthProbeMode = " + probeModeShared, g.ClusterServiceLoadBalancerHealthProbeMode == probeModeShared},
+		{"ClusterServiceSharedLoadBalancerHealthProbePort", g.ClusterServiceSharedLoadBalancerHealthProbePort != 0},
+		{"ClusterServiceSharedLoadBalancerHealthProbePath", g.ClusterServiceSharedLoadBalancerHealthProbePath != ""},
+		{"NLBSecurityGroupMode = " + nlbSecurityGroupManaged, g.NLBSecurityGroupMode == nlbSecurityGroupManaged},
+	} {
+		if unused.set {
+			warnings = append(warnings, fmt.Sprintf("[Global] %s is accepted but not acted on by this provider yet", unused.key))
+		}
 	}
 
 	type serviceRegion struct{ service, region string }

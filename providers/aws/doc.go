@@ -56,8 +56,10 @@
 // ListRoutes names each route's Node from one DescribeInstances for all
 // of them; a route in state blackhole, to an instance that is gone, or
 // that the tables send to different instances is a blackhole. Routes to
-// gateways, NAT gateways, peerings or another cluster's instances are
-// never listed, replaced or deleted.
+// gateways, NAT gateways or peerings are never listed, replaced or
+// deleted. Routes to another cluster's instances are not listed, so the
+// route controller never deletes them; a CreateRoute or DeleteRoute of
+// the same destination does replace or delete them.
 //
 // Every request carries its caller's context and goes through one HTTP
 // client with dial, TLS-handshake and response-header timeouts. Throttled

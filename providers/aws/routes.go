@@ -296,6 +296,11 @@ func (r *routes) CreateRoute(ctx context.Context, _ string, _ string, route *clo
 		return err
 	}
 	logger := klog.FromContext(ctx).WithValues("destination", dest, "node", route.TargetNode)
+	// The tables first: without one, the instance is left as it is.
+	tables, err := r.tables(ctx)
+	if err != nil {
+		return err
+	}
 	in, err := r.instances.findByName(ctx, string(route.TargetNode))
 	if err != nil {
 		return fmt.Errorf("route %s to node %s: %w", dest, route.TargetNode, err)
@@ -310,10 +315,6 @@ func (r *routes) CreateRoute(ctx context.Context, _ string, _ string, route *clo
 		if err != nil {
 			return fmt.Errorf("turning off the source/destination check of instance %s of node %s: %w", id, route.TargetNode, err)
 		}
-	}
-	tables, err := r.tables(ctx)
-	if err != nil {
-		return err
 	}
 	for _, t := range tables {
 		if err := r.ensureRoute(ctx, logger, t, dest, id); err != nil {

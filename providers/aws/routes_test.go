@@ -321,6 +321,13 @@ func TestRouteTables(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "RouteTableID") || !strings.Contains(err.Error(), tagClusterPrefix+testCluster) {
 			t.Errorf("ListRoutes without a tagged table = %v; want an error naming the tag and RouteTableID", err)
 		}
+		a := c.runInstance(t, instanceSpec{tags: clusterTags()})
+		if err := providerRoutes(t, p).CreateRoute(ctx, "kubernetes", "uid", podRoute(aws.ToString(a.PrivateDnsName), "10.244.1.0/24")); err == nil {
+			t.Error("CreateRoute without a tagged table succeeded")
+		}
+		if n := c.proxy.count("ModifyInstanceAttribute"); n != 0 {
+			t.Errorf("CreateRoute without a table sent %d ModifyInstanceAttribute requests; want none (the instance is left as it is)", n)
+		}
 	})
 	t.Run("no cluster ID", func(t *testing.T) {
 		c := newTestCloud(t)
