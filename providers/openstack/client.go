@@ -12,6 +12,8 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gophercloud/gophercloud/v2"
@@ -42,7 +44,9 @@ var defaultHTTPTimeouts = httpTimeouts{
 
 // clients are the service clients of one authenticated session. Nova is
 // found when the session starts; Neutron and Octavia when they are first
-// used, so that Node initialisation does not wait on them.
+// used, so that Node initialisation does not wait on them, and each on its
+// own, so that a service whose discovery hangs (an Octavia that accepts
+// requests and never answers) holds up no caller of the other.
 type clients struct {
 	provider *gophercloud.ProviderClient
 	// catalog is Keystone's; nil when Keystone is not v3, and gophercloud's
@@ -51,15 +55,47 @@ type clients struct {
 	eo      gophercloud.EndpointOpts
 	compute *gophercloud.ServiceClient
 
-	// locating is held while a service is located, and guards network and
-	// loadBalancer; a channel, so that a caller can stop waiting for it.
-	locating     chan struct{}
-	network      *gophercloud.ServiceClient
-	loadBalancer *gophercloud.ServiceClient
+	network      lazyClient
+	loadBalancer lazyClient
+
+	// constructing guards provider.EndpointLocator, which locate sets and
+	// gophercloud's constructors read.
+	constructing sync.Mutex
 }
 
 // serviceConstructor is a gophercloud constructor of a service client.
 type serviceConstructor func(*gophercloud.ProviderClient, gophercloud.EndpointOpts) (*gophercloud.ServiceClient, error)
+
+// catalogService is an OpenStack service the provider finds in Keystone's
+// catalog.
+type catalogService struct {
+	// name names it in errors.
+	name string
+	// typ is its type in Keystone's catalog, and version the major version
+	// of its API that newClient makes a client of.
+	typ       string
+	version   int
+	newClient serviceConstructor
+}
+
+var (
+	computeService      = catalogService{name: "Nova (compute)", typ: "compute", version: 2, newClient: gopenstack.NewComputeV2}
+	networkService      = catalogService{name: "Neutron (network)", typ: "network", version: 2, newClient: gopenstack.NewNetworkV2}
+	loadBalancerService = catalogService{name: "Octavia (load-balancer)", typ: "load-balancer", version: 2, newClient: gopenstack.NewLoadBalancerV2}
+)
+
+// lazyClient is the client of a service found on first use.
+type lazyClient struct {
+	service catalogService
+	// finding is held while the service is found; a channel, so that a
+	// caller can stop waiting for it.
+	finding chan struct{}
+	client  atomic.Pointer[gophercloud.ServiceClient]
+}
+
+func newLazyClient(s catalogService) lazyClient {
+	return lazyClient{service: s, finding: make(chan struct{}, 1)}
+}
 
 // newHTTPClient returns the client every OpenStack request goes through.
 func newHTTPClient(g GlobalConfig, t httpTimeouts) (*http.Client, error) {
@@ -187,68 +223,90 @@ func connect(ctx context.Context, cfg *Config, httpClient *http.Client) (*client
 		return nil, fmt.Errorf("authenticating with Keystone at %s: %w", g.AuthURL, err)
 	}
 	c := &clients{
-		provider: provider,
-		eo:       gophercloud.EndpointOpts{Region: g.Region, Availability: availability(g.EndpointType)},
-		locating: make(chan struct{}, 1),
+		provider:     provider,
+		eo:           gophercloud.EndpointOpts{Region: g.Region, Availability: availability(g.EndpointType)},
+		network:      newLazyClient(networkService),
+		loadBalancer: newLazyClient(loadBalancerService),
 	}
 	if result, ok := provider.GetAuthResult().(tokens.CreateResult); ok {
 		if c.catalog, err = result.ExtractServiceCatalog(); err != nil {
 			return nil, fmt.Errorf("reading Keystone's catalog: %w", err)
 		}
 	}
-	if c.compute, err = c.locate(ctx, "Nova (compute)", gopenstack.NewComputeV2); err != nil {
+	if c.compute, err = c.locate(ctx, computeService); err != nil {
 		return nil, err
 	}
 	c.compute.Microversion = novaMicroversion
 	return c, nil
 }
 
-// locate makes the client of a service found in the catalog; the caller
-// holds c.locating, or has c to itself. gophercloud discovers the versions
-// of an unversioned endpoint (Neutron's and Octavia's usually are); its
-// own endpoint locator does so with a context that has no deadline, this
-// one with ctx.
-func (c *clients) locate(ctx context.Context, name string, newClient serviceConstructor) (*gophercloud.ServiceClient, error) {
-	if c.catalog != nil {
-		c.provider.EndpointLocator = func(eo gophercloud.EndpointOpts) (string, error) {
-			return gopenstack.V3Endpoint(ctx, c.provider, c.catalog, eo)
-		}
+// locate makes the client of a service found in the catalog. gophercloud
+// discovers the versions of an unversioned endpoint (Neutron's and
+// Octavia's usually are) with a request to the service; its own endpoint
+// locator does so with a context that has no deadline. Here the discovery
+// is made first, with ctx, and holds nothing: only the making of the
+// client, which sends no request, holds c.constructing.
+func (c *clients) locate(ctx context.Context, s catalogService) (*gophercloud.ServiceClient, error) {
+	notFound := func(err error) error {
+		return fmt.Errorf("finding %s on the %s interface of region %s in the catalog: %w", s.name, c.eo.Availability, c.eo.Region, err)
 	}
-	sc, err := newClient(c.provider, c.eo)
+	if c.catalog == nil {
+		// gophercloud's own locator, which nothing changes.
+		sc, err := s.newClient(c.provider, c.eo)
+		if err != nil {
+			return nil, notFound(err)
+		}
+		return sc, nil
+	}
+	eo := c.eo // as gophercloud's constructor completes it
+	eo.ApplyDefaults(s.typ)
+	eo.Version = s.version
+	endpoint, err := gopenstack.V3Endpoint(ctx, c.provider, c.catalog, eo)
 	if err != nil {
-		return nil, fmt.Errorf("finding %s on the %s interface of region %s in the catalog: %w", name, c.eo.Availability, c.eo.Region, err)
+		return nil, notFound(err)
+	}
+	c.constructing.Lock()
+	defer c.constructing.Unlock()
+	c.provider.EndpointLocator = func(gophercloud.EndpointOpts) (string, error) { return endpoint, nil }
+	sc, err := s.newClient(c.provider, c.eo)
+	if err != nil {
+		return nil, notFound(err)
 	}
 	return sc, nil
 }
 
-// cached returns *client, locating the service first if it is nil. A
-// failure is not kept: the next call tries again.
-func (c *clients) cached(ctx context.Context, client **gophercloud.ServiceClient, name string, newClient serviceConstructor) (*gophercloud.ServiceClient, error) {
+// cached returns the client of l, finding its service first if it has not
+// been found. A failure is not kept: the next call tries again.
+func (c *clients) cached(ctx context.Context, l *lazyClient) (*gophercloud.ServiceClient, error) {
+	if sc := l.client.Load(); sc != nil {
+		return sc, nil
+	}
 	select {
-	case c.locating <- struct{}{}:
+	case l.finding <- struct{}{}:
 	case <-ctx.Done():
-		return nil, fmt.Errorf("finding %s: %w", name, ctx.Err())
+		return nil, fmt.Errorf("finding %s: %w", l.service.name, ctx.Err())
 	}
-	defer func() { <-c.locating }()
-	if *client == nil {
-		sc, err := c.locate(ctx, name, newClient)
-		if err != nil {
-			return nil, err
-		}
-		*client = sc
+	defer func() { <-l.finding }()
+	if sc := l.client.Load(); sc != nil {
+		return sc, nil // found while this caller waited
 	}
-	return *client, nil
+	sc, err := c.locate(ctx, l.service)
+	if err != nil {
+		return nil, err
+	}
+	l.client.Store(sc)
+	return sc, nil
 }
 
 // networkClient returns Neutron's client.
 func (c *clients) networkClient(ctx context.Context) (*gophercloud.ServiceClient, error) {
-	return c.cached(ctx, &c.network, "Neutron (network)", gopenstack.NewNetworkV2)
+	return c.cached(ctx, &c.network)
 }
 
 // loadBalancerClient returns Octavia's client. When the catalog has no
 // Octavia the error wraps *gophercloud.ErrEndpointNotFound.
 func (c *clients) loadBalancerClient(ctx context.Context) (*gophercloud.ServiceClient, error) {
-	return c.cached(ctx, &c.loadBalancer, "Octavia (load-balancer)", gopenstack.NewLoadBalancerV2)
+	return c.cached(ctx, &c.loadBalancer)
 }
 
 func availability(endpointType string) gophercloud.Availability {

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/gophercloud/gophercloud/v2/openstack/identity/v3/tokens"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/klog/v2/ktesting"
 
 	"github.com/ccmkit/ccmkit/providers/openstack/emulator"
 )
@@ -221,6 +223,62 @@ func TestNeutronAndOctaviaOnFirstUse(t *testing.T) {
 	}
 	if n := len(c.Requests(emulator.Network, emulator.LoadBalancer)); n != 4 {
 		t.Errorf("%d discovery requests, want 4: two to Neutron, two to Octavia (hung, then found and kept)", n)
+	}
+}
+
+// TestHungOctaviaHoldsUpNoNeutronCall: while Octavia's discovery hangs,
+// Neutron is found (or was found before) and routes are created, so that
+// a hung Octavia holds up no route.
+func TestHungOctaviaHoldsUpNoNeutronCall(t *testing.T) {
+	for _, tt := range []struct {
+		name         string
+		neutronFirst bool
+	}{
+		{name: "Neutron found before", neutronFirst: true},
+		{name: "Neutron found during the hang"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			c := newRouteCloud(t, nil)
+			r := c.routes(t)
+			conn, err := r.conn.clients(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.neutronFirst {
+				if _, err := conn.networkClient(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c.AddFault(emulator.Fault{Service: emulator.LoadBalancer, Hang: true})
+			hungCtx, cancel := context.WithCancel(ctx)
+			found := make(chan struct{})
+			go func() {
+				defer close(found)
+				if _, err := conn.loadBalancerClient(hungCtx); !errors.Is(err, context.Canceled) {
+					t.Errorf("Octavia's hung discovery = %v, want it cancelled", err)
+				}
+			}()
+			defer func() {
+				cancel()
+				<-found
+			}()
+			err = wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+				return c.Hung() > 0, nil
+			})
+			if err != nil {
+				t.Fatalf("Octavia's discovery never reached the emulator: %v", err)
+			}
+
+			callCtx, stop := context.WithTimeout(ctx, 2*time.Second)
+			defer stop()
+			if err := r.CreateRoute(callCtx, "kubernetes", "uid", routeTo("node-1", "10.0.0.11", "10.244.1.0/24")); err != nil {
+				t.Fatalf("CreateRoute while Octavia's discovery hangs: %v", err)
+			}
+			if got, want := c.table(t), []string{"10.244.1.0/24>10.0.0.11"}; !slices.Equal(got, want) {
+				t.Errorf("routes %v, want %v", got, want)
+			}
+		})
 	}
 }
 
