@@ -28,11 +28,26 @@ import (
 // after [Global]'s.
 func openstackCloud(t *testing.T, extra ...string) (*emulator.Emulator, string) {
 	t.Helper()
-	e := emulator.New(emulator.Options{})
+	e := openstackEmulator(t, emulator.Options{})
+	return e, openstackConf(t, e, extra...)
+}
+
+// openstackEmulator starts the OpenStack API emulator with opts and a user
+// for the CCM.
+func openstackEmulator(t *testing.T, opts emulator.Options) *emulator.Emulator {
+	t.Helper()
+	e := emulator.New(opts)
 	t.Cleanup(e.Close)
 	if _, err := e.AddUser(emulator.User{Name: "ccm", Password: "ccm-secret", Projects: []string{e.DefaultProject().ID}}); err != nil {
 		t.Fatal(err)
 	}
+	return e
+}
+
+// openstackConf writes a cloud.conf for the emulator's CCM user and
+// returns its path; extra are lines after [Global]'s.
+func openstackConf(t *testing.T, e *emulator.Emulator, extra ...string) string {
+	t.Helper()
 	conf := fmt.Sprintf(`[Global]
 auth-url = %s
 region = %s
@@ -47,20 +62,21 @@ tenant-domain-id = default
 	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return e, path
+	return path
 }
 
 // addLBNetworks adds the network "private" (10.0.0.0/24) of the servers,
 // whose ports hold the load balancers' VIPs, and the one external network
-// "public" (172.24.4.0/24) of their floating IPs. Only servers added
-// after it get ports on "private".
-func addLBNetworks(t *testing.T, cloud *emulator.Emulator) {
+// "public" (172.24.4.0/24) of their floating IPs, and returns the subnet
+// of "private". Only servers added after it get ports on "private".
+func addLBNetworks(t *testing.T, cloud *emulator.Emulator) emulator.Subnet {
 	t.Helper()
 	private, err := cloud.AddNetwork(emulator.Net{Name: "private"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cloud.AddSubnet(emulator.Subnet{Name: "private-subnet", NetworkID: private.ID, CIDR: "10.0.0.0/24"}); err != nil {
+	privateSubnet, err := cloud.AddSubnet(emulator.Subnet{Name: "private-subnet", NetworkID: private.ID, CIDR: "10.0.0.0/24"})
+	if err != nil {
 		t.Fatal(err)
 	}
 	public, err := cloud.AddNetwork(emulator.Net{Name: "public", External: true})
@@ -70,6 +86,7 @@ func addLBNetworks(t *testing.T, cloud *emulator.Emulator) {
 	if _, err := cloud.AddSubnet(emulator.Subnet{Name: "public-subnet", NetworkID: public.ID, CIDR: floatingCIDR.String()}); err != nil {
 		t.Fatal(err)
 	}
+	return privateSubnet
 }
 
 // floatingCIDR is the subnet of addLBNetworks' floating IPs.
@@ -77,8 +94,9 @@ var floatingCIDR = netip.MustParsePrefix("172.24.4.0/24")
 
 // addOpenStackNode adds a running m1.large server in az-1 with the fixed
 // address addr on "private", and its Node, tainted as a kubelet with
-// --cloud-provider=external registers it.
-func addOpenStackNode(t *testing.T, cloud *emulator.Emulator, cp *harness.ControlPlane, name, addr string) emulator.Server {
+// --cloud-provider=external registers it, with the pod CIDR podCIDR
+// unless it is empty.
+func addOpenStackNode(t *testing.T, cloud *emulator.Emulator, cp *harness.ControlPlane, name, addr, podCIDR string) emulator.Server {
 	t.Helper()
 	srv, err := cloud.AddServer(emulator.Server{
 		Name:             name,
@@ -93,6 +111,9 @@ func addOpenStackNode(t *testing.T, cloud *emulator.Emulator, cp *harness.Contro
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec:       v1.NodeSpec{Taints: []v1.Taint{{Key: taintUninitialized, Value: "true", Effect: v1.TaintEffectNoSchedule}}},
 	}
+	if podCIDR != "" {
+		node.Spec.PodCIDR, node.Spec.PodCIDRs = podCIDR, []string{podCIDR}
+	}
 	if _, err := cp.Client.CoreV1().Nodes().Create(t.Context(), node, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -100,8 +121,9 @@ func addOpenStackNode(t *testing.T, cloud *emulator.Emulator, cp *harness.Contro
 }
 
 // startOpenStackCCM starts the CCM with the openstack provider and the
-// cloud.conf at conf, routes off, Node lifecycle checks every second and
-// extra flags, and waits until it is healthy.
+// cloud.conf at conf, routes off (unless extra has osRouteFlags), Node
+// lifecycle checks every second and extra flags, and waits until it is
+// healthy.
 func startOpenStackCCM(t *testing.T, cp *harness.ControlPlane, conf string, extra ...string) *harness.CCM {
 	t.Helper()
 	args := append([]string{
@@ -118,6 +140,97 @@ func startOpenStackCCM(t *testing.T, cp *harness.ControlPlane, conf string, extr
 // initialised reports whether the cloud-node controller has initialised the Node.
 func initialised(n *v1.Node) bool { return n.Spec.ProviderID != "" && !tainted(n) }
 
+// osClusterCIDR is the pod CIDR range of the OpenStack tests with routes;
+// each of their Nodes has a /24 of it.
+const osClusterCIDR = "10.244.0.0/16"
+
+// osRouteFlags turn the route controller on, over startOpenStackCCM's
+// --configure-cloud-routes=false: the last one counts.
+var osRouteFlags = []string{"--configure-cloud-routes=true", "--cluster-cidr=" + osClusterCIDR}
+
+// addOSRouter adds the cluster's router, with an interface on subnet: the
+// emulator then refuses a route whose next hop is not on it, as Neutron
+// does.
+func addOSRouter(t *testing.T, cloud *emulator.Emulator, subnet emulator.Subnet) emulator.Router {
+	t.Helper()
+	router, err := cloud.AddRouter(emulator.Router{Name: "cluster", InterfaceSubnets: []string{subnet.ID}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return router
+}
+
+// osRoute is a route the router should have: a Node's pod CIDR via the
+// Node's fixed address.
+type osRoute struct{ node, podCIDR, nextHop string }
+
+// checkOSRoutes returns nil when the router's routes are exactly want, the
+// allowed address pairs of each port are exactly the destinations routed
+// to its fixed addresses, and the Node of each route has
+// NetworkUnavailable=False (RouteCreated); else an error saying what
+// differs.
+func checkOSRoutes(ctx context.Context, cloud *emulator.Emulator, cp *harness.ControlPlane, routerID string, want ...osRoute) error {
+	router, ok := cloud.Router(routerID)
+	if !ok {
+		return fmt.Errorf("router %s is gone", routerID)
+	}
+	var have, wantRoutes []string
+	for _, rt := range router.Routes {
+		have = append(have, rt.Destination+" via "+rt.NextHop)
+	}
+	destinations := map[string][]string{} // by next hop
+	for _, rt := range want {
+		wantRoutes = append(wantRoutes, rt.podCIDR+" via "+rt.nextHop)
+		destinations[rt.nextHop] = append(destinations[rt.nextHop], rt.podCIDR)
+	}
+	slices.Sort(have)
+	slices.Sort(wantRoutes)
+	if !slices.Equal(have, wantRoutes) {
+		return fmt.Errorf("router routes %v, want %v", have, wantRoutes)
+	}
+	for _, p := range cloud.Ports() {
+		var pairs, wantPairs []string
+		for _, a := range p.AllowedAddressPairs {
+			pairs = append(pairs, a.IPAddress)
+		}
+		for _, f := range p.FixedIPs {
+			wantPairs = append(wantPairs, destinations[f.IPAddress]...)
+		}
+		slices.Sort(pairs)
+		slices.Sort(wantPairs)
+		if !slices.Equal(pairs, wantPairs) {
+			return fmt.Errorf("port %s (%+v, device %s): allowed address pairs %v, want %v", p.ID, p.FixedIPs, p.DeviceID, pairs, wantPairs)
+		}
+	}
+	for _, rt := range want {
+		n, err := cp.Client.CoreV1().Nodes().Get(ctx, rt.node, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		i := slices.IndexFunc(n.Status.Conditions, func(c v1.NodeCondition) bool { return c.Type == v1.NodeNetworkUnavailable })
+		if i < 0 {
+			return fmt.Errorf("%s has no NetworkUnavailable condition", rt.node)
+		}
+		if c := n.Status.Conditions[i]; c.Status != v1.ConditionFalse || c.Reason != "RouteCreated" {
+			return fmt.Errorf("%s: NetworkUnavailable=%s (%s), want False (RouteCreated)", rt.node, c.Status, c.Reason)
+		}
+	}
+	return nil
+}
+
+// waitOSRoutes waits until checkOSRoutes holds.
+func waitOSRoutes(t *testing.T, cloud *emulator.Emulator, cp *harness.ControlPlane, routerID string, want ...osRoute) {
+	t.Helper()
+	var last error
+	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		last = checkOSRoutes(ctx, cloud, cp, routerID, want...)
+		return last == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("routes not as wanted: %v: %v", last, err)
+	}
+}
+
 // TestOpenStackNodes runs the binary with --cloud-provider=openstack
 // against the emulator: Nodes are initialised from their Nova servers, a
 // Node whose server is shut off is tainted, and one whose server is
@@ -130,7 +243,7 @@ func TestOpenStackNodes(t *testing.T) {
 	servers := map[string]emulator.Server{}
 	for i := range 3 {
 		name := fmt.Sprintf("os-node-%d", i)
-		servers[name] = addOpenStackNode(t, cloud, cp, name, fmt.Sprintf("10.0.0.%d", 10+i))
+		servers[name] = addOpenStackNode(t, cloud, cp, name, fmt.Sprintf("10.0.0.%d", 10+i), "")
 	}
 	startOpenStackCCM(t, cp, conf)
 
@@ -343,18 +456,26 @@ func checkFloatingIP(t *testing.T, cloud *emulator.Emulator, svc *v1.Service) em
 // balancer whose pool members are the Nodes, initialised from Nova, and a
 // floating IP as its address; the members follow a Node added and a Node
 // whose server is deleted; deleting the Service leaves nothing in the
-// cloud, and the Service goes only once its finalizer is gone.
+// cloud, and the Service goes only once its finalizer is gone. Routes to
+// the Nodes' pod CIDRs, on a Neutron without the atomic route actions,
+// follow the same Nodes.
 func TestOpenStackLoadBalancer(t *testing.T) {
 	ctx := t.Context()
-	cloud, conf := openstackCloud(t, "[LoadBalancer]", "create-monitor = true")
-	addLBNetworks(t, cloud)
+	// Without extraroute-atomic the provider rewrites the router's routes,
+	// guarded by its revision, while the route controller creates routes
+	// concurrently.
+	cloud := openstackEmulator(t, emulator.Options{NetworkExtensions: emulator.NetworkExtensionsWithout("extraroute-atomic")})
+	router := addOSRouter(t, cloud, addLBNetworks(t, cloud))
+	conf := openstackConf(t, cloud, "[LoadBalancer]", "create-monitor = true", "[Route]", "router-id = "+router.ID)
 	cp := harness.StartControlPlane(t)
 	servers := map[string]emulator.Server{}
+	var routes []osRoute
 	for i := range 2 {
-		name := fmt.Sprintf("os-node-%d", i)
-		servers[name] = addOpenStackNode(t, cloud, cp, name, fmt.Sprintf("10.0.0.%d", 10+i))
+		name, addr, podCIDR := fmt.Sprintf("os-node-%d", i), fmt.Sprintf("10.0.0.%d", 10+i), fmt.Sprintf("10.244.%d.0/24", i)
+		servers[name] = addOpenStackNode(t, cloud, cp, name, addr, podCIDR)
+		routes = append(routes, osRoute{node: name, podCIDR: podCIDR, nextHop: addr})
 	}
-	startOpenStackCCM(t, cp, conf)
+	startOpenStackCCM(t, cp, conf, osRouteFlags...)
 	for name := range servers {
 		waitNode(t, cp, name, "initialised from Nova", initialised)
 	}
@@ -377,16 +498,22 @@ func TestOpenStackLoadBalancer(t *testing.T) {
 		t.Errorf("pools %+v, want one with a TCP health monitor", lb.Pools)
 	}
 	waitMembers(t, cloud, cp, svc, "os-node-0", "os-node-1")
+	waitOSRoutes(t, cloud, cp, router.ID, routes...)
 
-	servers["os-node-2"] = addOpenStackNode(t, cloud, cp, "os-node-2", "10.0.0.12")
+	servers["os-node-2"] = addOpenStackNode(t, cloud, cp, "os-node-2", "10.0.0.12", "10.244.2.0/24")
+	routes = append(routes, osRoute{node: "os-node-2", podCIDR: "10.244.2.0/24", nextHop: "10.0.0.12"})
 	waitNode(t, cp, "os-node-2", "initialised from Nova", initialised)
 	waitMembers(t, cloud, cp, svc, "os-node-0", "os-node-1", "os-node-2")
+	waitOSRoutes(t, cloud, cp, router.ID, routes...)
 
+	// The route to a Node whose server is deleted, and with it its port,
+	// goes with the Node.
 	if err := cloud.DeleteServer(servers["os-node-0"].ID); err != nil {
 		t.Fatal(err)
 	}
 	waitNodeGone(t, cp, "os-node-0")
 	waitMembers(t, cloud, cp, svc, "os-node-1", "os-node-2")
+	waitOSRoutes(t, cloud, cp, router.ID, routes[1:]...)
 
 	start = time.Now()
 	if err := cp.Client.CoreV1().Services(metav1.NamespaceDefault).Delete(ctx, osLBService, metav1.DeleteOptions{}); err != nil {
@@ -437,36 +564,48 @@ const (
 )
 
 // TestOpenStackOctaviaHang: Octavia accepts requests and never answers.
-// Meanwhile a new Node is initialised from Nova, the CCM stays healthy,
-// and the hung EnsureLoadBalancer of a Service created during the hang
-// releases its worker and ends at its deadline. Once Octavia answers
-// again, the Service gets its floating IP, with the Node added during the
-// hang among the members.
+// Meanwhile a new Node is initialised from Nova, every Node (the new one
+// too) gets its route on the Neutron router, its pod CIDR as an allowed
+// address pair of its port and NetworkUnavailable=False, the CCM stays
+// healthy, and the hung EnsureLoadBalancer of a Service created during
+// the hang releases its worker and ends at its deadline. Once Octavia
+// answers again, the Service gets its floating IP, with the Node added
+// during the hang among the members. Deleting a Node then takes its route
+// off the router and its pod CIDR off its server's port.
 func TestOpenStackOctaviaHang(t *testing.T) {
 	ctx := t.Context()
-	cloud, conf := openstackCloud(t)
-	addLBNetworks(t, cloud)
+	cloud := openstackEmulator(t, emulator.Options{})
+	router := addOSRouter(t, cloud, addLBNetworks(t, cloud))
+	conf := openstackConf(t, cloud, "[Route]", "router-id = "+router.ID)
 	cp := harness.StartControlPlane(t)
-	addOpenStackNode(t, cloud, cp, "os-node-0", "10.0.0.10")
+	routes := []osRoute{
+		{node: "os-node-0", podCIDR: "10.244.0.0/24", nextHop: "10.0.0.10"},
+		{node: "os-node-1", podCIDR: "10.244.1.0/24", nextHop: "10.0.0.11"},
+	}
+	addOpenStackNode(t, cloud, cp, routes[0].node, routes[0].nextHop, routes[0].podCIDR)
 	// The deadline leaves room for a create (the provider reads a new load
 	// balancer a second after it asked for it) and is short, so that the
 	// hung calls end soon: one for each node set the Service sees during
 	// the hang, as a call with other nodes does not take a kept result.
 	// The retry then comes after the first back-off of a failure (5s).
-	ccm := startOpenStackCCM(t, cp, conf,
-		"--cloud-call-detach-after=500ms", "--cloud-call-timeout=4s", "--cloud-lb-call-timeout=4s")
+	// The Node added during the hang is routed well before the first hung
+	// call's deadline.
+	ccm := startOpenStackCCM(t, cp, conf, append(slices.Clone(osRouteFlags),
+		"--cloud-call-detach-after=500ms", "--cloud-call-timeout=4s", "--cloud-lb-call-timeout=4s")...)
 	waitNode(t, cp, "os-node-0", "initialised from Nova", initialised)
 	token := cp.MetricsToken(ctx, t)
 
 	hang := cloud.AddFault(emulator.Fault{Service: emulator.LoadBalancer, Hang: true})
 	hungAt := time.Now()
 	createOSService(t, cp)
-	addOpenStackNode(t, cloud, cp, "os-node-1", "10.0.0.11")
+	addOpenStackNode(t, cloud, cp, routes[1].node, routes[1].nextHop, routes[1].podCIDR)
 
 	var (
 		sawHung           bool
 		node              *v1.Node
 		detached, timeout float64
+		routed            bool
+		routesErr         error
 	)
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		if status, body, err := ccm.Get(ctx, "/healthz", ""); err != nil || status != http.StatusOK {
@@ -483,18 +622,25 @@ func TestOpenStackOctaviaHang(t *testing.T) {
 		if node, err = cp.Client.CoreV1().Nodes().Get(ctx, "os-node-1", metav1.GetOptions{}); err != nil {
 			return false, err
 		}
+		// The routes are read before the metrics: routes that waited on
+		// the hung Octavia would come only once its first call ended.
+		routesErr = checkOSRoutes(ctx, cloud, cp, router.ID, routes...)
+		routed = routed || routesErr == nil
 		status, body, err := ccm.Get(ctx, "/metrics", token)
 		if err != nil || status != http.StatusOK {
 			return false, fmt.Errorf("GET /metrics: %d, %w", status, err)
 		}
 		detached, timeout = metricValue(body, osEnsureDetached), metricValue(body, osEnsureTimeout)
+		if timeout >= 1 && !routed {
+			return false, fmt.Errorf("the Nodes were not routed (%w) when the first hung EnsureLoadBalancer reached its deadline, %s into the hang", routesErr, time.Since(hungAt).Round(time.Millisecond))
+		}
 		return sawHung && initialised(node) && detached >= 1 && timeout >= 1, nil
 	})
 	if err != nil {
-		t.Fatalf("while Octavia hangs (a request held: %v, os-node-1 initialised: %v, EnsureLoadBalancer detached %v and timed out %v times): %v",
-			sawHung, node != nil && initialised(node), detached, timeout, err)
+		t.Fatalf("while Octavia hangs (a request held: %v, os-node-1 initialised: %v, EnsureLoadBalancer detached %v and timed out %v times, routes: %v): %v",
+			sawHung, node != nil && initialised(node), detached, timeout, routesErr, err)
 	}
-	t.Logf("a Node was initialised and a hung EnsureLoadBalancer timed out %s into the hang", time.Since(hungAt).Round(time.Millisecond))
+	t.Logf("a Node was initialised and routed, and a hung EnsureLoadBalancer timed out %s into the hang", time.Since(hungAt).Round(time.Millisecond))
 	if status, body, err := ccm.Get(ctx, "/readyz", ""); err != nil || status != http.StatusOK {
 		t.Errorf("GET /readyz while Octavia hangs = %d %q, %v; want 200", status, body, err)
 	}
@@ -505,4 +651,12 @@ func TestOpenStackOctaviaHang(t *testing.T) {
 	t.Logf("the Service got its floating IP %s after Octavia answered again", time.Since(start).Round(time.Millisecond))
 	checkFloatingIP(t, cloud, svc)
 	waitMembers(t, cloud, cp, svc, "os-node-0", "os-node-1")
+
+	// The server of the deleted Node stays, and so does its port.
+	start = time.Now()
+	if err := cp.Client.CoreV1().Nodes().Delete(ctx, routes[1].node, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitOSRoutes(t, cloud, cp, router.ID, routes[0])
+	t.Logf("the route of a deleted Node was deleted in %s", time.Since(start).Round(time.Millisecond))
 }
