@@ -30,7 +30,7 @@ type proxiedCloud struct {
 func newProxiedCloud(t *testing.T, change func(*clientOptions)) *proxiedCloud {
 	t.Helper()
 	c := newTestCloud(t)
-	faults, err := awstest.NewProxy(c.moto.url)
+	faults, err := awstest.NewProxy(c.moto.URL)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -740,8 +740,8 @@ func TestLoadBalancerHonoursContext(t *testing.T) {
 // loadBalancerClients are raw ELB and ELBv2 clients of moto.
 func (c *testCloud) loadBalancerClients() (*elb.Client, *elbv2.Client) {
 	creds := credentials.NewStaticCredentialsProvider("AKIDARRANGE", "secret", "")
-	return elb.New(elb.Options{Region: testRegion, BaseEndpoint: aws.String(c.moto.url), Credentials: creds}),
-		elbv2.New(elbv2.Options{Region: testRegion, BaseEndpoint: aws.String(c.moto.url), Credentials: creds})
+	return elb.New(elb.Options{Region: testRegion, BaseEndpoint: aws.String(c.moto.URL), Credentials: creds}),
+		elbv2.New(elbv2.Options{Region: testRegion, BaseEndpoint: aws.String(c.moto.URL), Credentials: creds})
 }
 
 // tagDefaultSubnetsForLoadBalancers tags the default VPC's subnets, where

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"regexp"
 	"strings"
 	"sync"
@@ -22,7 +23,17 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/ccmkit/ccmkit/providers/aws/awstest"
 )
+
+// TestMain stops the package's moto server (awstest.StartMoto) once the
+// tests have run.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	awstest.StopMoto()
+	os.Exit(code)
+}
 
 const (
 	testRegion    = "us-east-1"
@@ -35,18 +46,18 @@ const (
 // testCloud is moto behind a fault proxy, and a raw EC2 client of moto to
 // arrange the cloud with.
 type testCloud struct {
-	moto  *motoServer
+	moto  *awstest.Moto
 	proxy *faultProxy
 	ec2   *ec2.Client
 }
 
 func newTestCloud(t *testing.T) *testCloud {
 	t.Helper()
-	m := startMoto(t)
-	p := newFaultProxy(t, m.url)
+	m := awstest.StartMoto(t)
+	p := newFaultProxy(t, m.URL)
 	raw := ec2.New(ec2.Options{
 		Region:       testRegion,
-		BaseEndpoint: aws.String(m.url),
+		BaseEndpoint: aws.String(m.URL),
 		Credentials:  credentials.NewStaticCredentialsProvider("AKIDARRANGE", "secret", ""),
 	})
 	return &testCloud{moto: m, proxy: p, ec2: raw}

@@ -1,9 +1,3 @@
-// Package awstest holds test helpers for the AWS provider that tests of
-// other packages (the binary's end-to-end tests) share. Proxy is a fault
-// proxy in front of an AWS API emulator (moto): it forwards every request
-// and, when told to, delays requests, answers them as a throttled AWS
-// service does, or holds them without an answer, for every request or for
-// one API action.
 package awstest
 
 import (
@@ -41,6 +35,11 @@ type Fault struct {
 	// RetryAfter, with Throttle, is sent as the Retry-After header
 	// (whole seconds).
 	RetryAfter time.Duration
+	// ThrottleEvery, with Throttle, throttles only every n-th request the
+	// fault applies to (the n-th, the 2n-th, ... since the fault was set)
+	// and forwards the others: a share of 1/n. 0 or 1 throttles every
+	// request.
+	ThrottleEvery int
 	// Hang holds the request without an answer until the fault is changed
 	// or cleared (then the request goes on as the new fault says), the
 	// client goes away or the proxy closes.
@@ -55,6 +54,9 @@ type Request struct {
 	// Action is the API action (Action= of the form body or the query).
 	Action string
 	Header http.Header
+	// Throttled is set once the proxy has answered the request as
+	// throttled.
+	Throttled bool
 }
 
 // Proxy is a reverse proxy with faults in front of an AWS API emulator.
@@ -69,8 +71,11 @@ type Proxy struct {
 	closing   chan struct{}
 	closeOnce sync.Once
 
-	mu       sync.Mutex
-	faults   map[string]Fault
+	mu     sync.Mutex
+	faults map[string]Fault
+	// applied counts the requests each fault (by action) was applied to
+	// since it was set, for ThrottleEvery.
+	applied  map[string]int
 	changed  chan struct{} // closed and replaced on every change of faults
 	requests []Request
 	hanging  map[string]int
@@ -93,6 +98,7 @@ func NewProxy(target string) (*Proxy, error) {
 		forward: forward,
 		closing: make(chan struct{}),
 		faults:  map[string]Fault{},
+		applied: map[string]int{},
 		changed: make(chan struct{}),
 		hanging: map[string]int{},
 	}, nil
@@ -138,6 +144,7 @@ func (p *Proxy) SetFault(action string, f Fault) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.faults[action] = f
+	delete(p.applied, action)
 	p.changedLocked()
 }
 
@@ -146,6 +153,7 @@ func (p *Proxy) ClearFault(action string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	delete(p.faults, action)
+	delete(p.applied, action)
 	p.changedLocked()
 }
 
@@ -154,6 +162,7 @@ func (p *Proxy) ClearFaults() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.faults = map[string]Fault{}
+	p.applied = map[string]int{}
 	p.changedLocked()
 }
 
@@ -162,13 +171,14 @@ func (p *Proxy) changedLocked() {
 	p.changed = make(chan struct{})
 }
 
-// faultLocked is the fault of an action, and a channel closed when the
-// faults change.
-func (p *Proxy) faultLocked(action string) (Fault, <-chan struct{}) {
+// faultLocked is the fault of an action, the action it was set for
+// (AnyAction when the action has none of its own), and a channel closed
+// when the faults change.
+func (p *Proxy) faultLocked(action string) (Fault, string, <-chan struct{}) {
 	if f, ok := p.faults[action]; ok {
-		return f, p.changed
+		return f, action, p.changed
 	}
-	return p.faults[AnyAction], p.changed
+	return p.faults[AnyAction], AnyAction, p.changed
 }
 
 // Requests is every request received so far.
@@ -220,6 +230,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		req.Service = m[1]
 	}
 	p.mu.Lock()
+	index := len(p.requests)
 	p.requests = append(p.requests, req)
 	p.mu.Unlock()
 
@@ -241,6 +252,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if f.Throttle {
+		p.mu.Lock()
+		p.requests[index].Throttled = true
+		p.mu.Unlock()
 		writeThrottle(w, req.Service, f.RetryAfter)
 		return
 	}
@@ -248,8 +262,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // hold waits while the action's fault is a hang, and returns the fault
-// that lets the request go on; false when the request is to end without
-// an answer.
+// that lets the request go on, its Throttle cleared when ThrottleEvery
+// forwards this request; false when the request is to end without an
+// answer.
 func (p *Proxy) hold(ctx context.Context, action string) (Fault, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -260,8 +275,12 @@ func (p *Proxy) hold(ctx context.Context, action string) (Fault, bool) {
 		}
 	}()
 	for {
-		f, changed := p.faultLocked(action)
+		f, key, changed := p.faultLocked(action)
 		if !f.Hang {
+			if f.Throttle && f.ThrottleEvery > 1 {
+				p.applied[key]++
+				f.Throttle = p.applied[key]%f.ThrottleEvery == 0
+			}
 			return f, true
 		}
 		if !counted {

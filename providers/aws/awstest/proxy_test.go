@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -131,6 +132,31 @@ func TestProxyThrottles(t *testing.T) {
 				t.Errorf("after ClearFault = %d; want it forwarded", r.status)
 			}
 		})
+	}
+}
+
+func TestProxyThrottlesEveryNth(t *testing.T) {
+	p := newProxy(t)
+	p.SetFault(AnyAction, Fault{Throttle: true, ThrottleEvery: 3})
+	var got []int
+	for range 7 {
+		got = append(got, post(t.Context(), p, "ec2", "DescribeInstances").status)
+	}
+	ok, throttled := http.StatusOK, http.StatusServiceUnavailable
+	if want := []int{ok, ok, throttled, ok, ok, throttled, ok}; !slices.Equal(got, want) {
+		t.Errorf("statuses = %v; want every third request throttled: %v", got, want)
+	}
+	var marked []bool
+	for _, r := range p.Requests() {
+		marked = append(marked, r.Throttled)
+	}
+	if want := []bool{false, false, true, false, false, true, false}; !slices.Equal(marked, want) {
+		t.Errorf("Requests().Throttled = %v; want %v", marked, want)
+	}
+	// Setting the fault again starts counting again.
+	p.SetFault(AnyAction, Fault{Throttle: true, ThrottleEvery: 2})
+	if a, b := post(t.Context(), p, "ec2", "X").status, post(t.Context(), p, "ec2", "X").status; a != ok || b != throttled {
+		t.Errorf("after SetFault: %d, %d; want %d, %d", a, b, ok, throttled)
 	}
 }
 
