@@ -35,7 +35,7 @@ test: testbin moto ## Run unit, integration and e2e tests with -race (what CI ru
 	$(GO_TEST) -timeout $(TEST_TIMEOUT) ./...
 
 .PHONY: moto
-moto: $(MOTO_VENV)/.moto-$(MOTO_VERSION) ## Install the moto AWS emulator into .cache/venv-moto (once), for providers/aws's tests.
+moto: $(MOTO_VENV)/.moto-$(MOTO_VERSION) ## Install the moto AWS emulator into .cache/venv-moto (once), for the AWS provider's and the e2e tests.
 
 $(MOTO_VENV)/.moto-$(MOTO_VERSION):
 	rm -rf $(MOTO_VENV)
@@ -48,7 +48,7 @@ unit: ## Run the tests that need no control plane.
 	$(GO_TEST) -short ./...
 
 .PHONY: e2e
-e2e: testbin ## Run the e2e tests (real binary, real kube-apiserver, fake cloud).
+e2e: testbin moto ## Run the e2e tests (real binary, real kube-apiserver; the fake cloud, the OpenStack emulator, moto).
 	$(GO_TEST) -timeout $(TEST_TIMEOUT) -count=1 -v ./test/e2e/...
 
 .PHONY: bench
