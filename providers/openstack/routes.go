@@ -370,7 +370,7 @@ func (r *routes) create(ctx context.Context, route *cloudprovider.Route) error {
 // allowed address pairs of the next hop's port (which may be gone). The
 // next hop is read from the route's name, else it is the Node's
 // InternalIP; when the Node is gone too, every route to the destination
-// goes. A route the router does not have is deleted already.
+// goes. Of a route the router does not have, only the pair is removed.
 func (r *routes) DeleteRoute(ctx context.Context, _ string, route *cloudprovider.Route) error {
 	return r.conn.redact(r.remove(ctx, route))
 }
@@ -402,12 +402,17 @@ func (r *routes) remove(ctx context.Context, route *cloudprovider.Route) error {
 			gone = append(gone, rt)
 		}
 	}
-	if len(gone) == 0 {
+	if len(gone) == 0 && hop == "" {
 		return nil
 	}
 	ext, err := r.extensions(ctx, nc)
 	if err != nil {
 		return err
+	}
+	if len(gone) == 0 {
+		// The route went another way (an operator, or a removal whose
+		// pair change failed after it): its pair must not stay behind.
+		return r.ensurePairs(ctx, nc, ext, hop, dest.String(), false)
 	}
 	// The pairs go first: should the route's removal fail, the route is
 	// still listed, and its deletion tried again.

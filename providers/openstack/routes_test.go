@@ -221,6 +221,20 @@ func TestRoutes(t *testing.T) {
 			if got := c.pairs(t, "10.0.0.12"); len(got) != 0 {
 				t.Errorf("pairs of node-2's port after DeleteRoute = %v, want none", got)
 			}
+			// A route taken off the router by someone else: DeleteRoute
+			// still takes its pair off the port.
+			if err := r.CreateRoute(ctx, "kubernetes", "uid", one); err != nil {
+				t.Fatalf("CreateRoute: %v", err)
+			}
+			if err := c.UpdateRouter(c.router.ID, func(rt *emulator.Router) { rt.Routes = nil }); err != nil {
+				t.Fatal(err)
+			}
+			if err := r.DeleteRoute(ctx, "kubernetes", &cloudprovider.Route{Name: "10.244.1.0/24 via 10.0.0.11", DestinationCIDR: "10.244.1.0/24"}); err != nil {
+				t.Fatalf("DeleteRoute of a route the router lacks: %v", err)
+			}
+			if got := c.pairs(t, "10.0.0.11"); len(got) != 0 {
+				t.Errorf("pairs of node-1's port after DeleteRoute of a route the router lacked = %v, want none", got)
+			}
 			if n := c.count(http.MethodGet, "v2.0/extensions", 0); n != 1 {
 				t.Errorf("Neutron's extensions were listed %d times, want once", n)
 			}
