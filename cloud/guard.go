@@ -109,7 +109,8 @@ const (
 
 // Guard stands between the controllers and a cloudprovider.Interface. Every
 // call gets a deadline, runs in its own goroutine, and releases its caller
-// after at most the detach window; see ARCHITECTURE.md for the contract.
+// after at most the detach window; the README's "Cloud calls: the guard"
+// states the contract.
 //
 // Guard implements cloudprovider.Interface, offering InstancesV2,
 // LoadBalancer and Routes in guarded form; the deprecated Instances, Zones
