@@ -42,9 +42,17 @@ func isNotFound(err error) bool { return gophercloud.ResponseCodeIs(err, http.St
 // for a retry after busyRetryAfter, a 429 is a throttle the guard backs
 // off from; anything else is an error.
 func (l *loadBalancers) requestError(what string, err error) error {
+	return requestError(what, err, l.busyRetryAfter)
+}
+
+// requestError turns a failed OpenStack request into what the caller
+// should do: a 409 asks for a retry after conflictAfter, a 429 is a
+// throttle the guard backs off from (for the response's Retry-After, when
+// it has one); anything else is an error.
+func requestError(what string, err error, conflictAfter time.Duration) error {
 	switch {
 	case gophercloud.ResponseCodeIs(err, http.StatusConflict):
-		return api.NewRetryError(fmt.Sprintf("%s: the cloud refused it for now (409): %v", what, err), l.busyRetryAfter)
+		return api.NewRetryError(fmt.Sprintf("%s: the cloud refused it for now (409): %v", what, err), conflictAfter)
 	case gophercloud.ResponseCodeIs(err, http.StatusTooManyRequests):
 		var after time.Duration
 		var code gophercloud.ErrUnexpectedResponseCode

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/netip"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -23,8 +22,6 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/cloud-provider/api"
 	"k8s.io/klog/v2"
-
-	"github.com/ccmkit/ccmkit/cloud"
 )
 
 // Neutron extensions the routes tell apart.
@@ -602,23 +599,9 @@ func (r *routes) ensurePair(ctx context.Context, nc *gophercloud.ServiceClient, 
 	}
 }
 
-// routeRequestError turns a failed Neutron request into what the caller
-// should do: a 429 is a throttle the guard backs off from, a 409 asks for
-// a retry after a while; anything else is an error.
+// routeRequestError turns a failed Neutron request of the routes into
+// what the caller should do (requestError), a 409 into a retry after
+// conflictRetryAfter.
 func routeRequestError(what string, err error) error {
-	switch {
-	case gophercloud.ResponseCodeIs(err, http.StatusTooManyRequests):
-		var after time.Duration
-		var code gophercloud.ErrUnexpectedResponseCode
-		if errors.As(err, &code) {
-			if s, perr := strconv.Atoi(code.ResponseHeader.Get("Retry-After")); perr == nil && s > 0 {
-				after = time.Duration(s) * time.Second
-			}
-		}
-		return &cloud.ThrottledError{RetryAfter: after, Err: fmt.Errorf("%s: %w", what, err)}
-	case gophercloud.ResponseCodeIs(err, http.StatusConflict):
-		return api.NewRetryError(fmt.Sprintf("%s: the cloud refused it for now (409): %v", what, err), conflictRetryAfter)
-	default:
-		return fmt.Errorf("%s: %w", what, err)
-	}
+	return requestError(what, err, conflictRetryAfter)
 }
