@@ -168,14 +168,16 @@ func (l *loadBalancers) ensureCLB(ctx context.Context, clusterID string, svc *v1
 	}
 	want := ownTags(clusterID, svc, o.extraTags)
 
-	var subnets []string
-	var vpc string
-	if lb == nil {
-		if subnets, vpc, err = l.subnets(ctx, clusterID, o, instances); err != nil {
-			return nil, err
+	var at *placement
+	if lb != nil {
+		at = &placement{vpc: aws.ToString(lb.VPCId), zones: lb.AvailabilityZones}
+		for _, id := range lb.Subnets {
+			at.subnets = append(at.subnets, lbSubnet{id: id})
 		}
-	} else {
-		vpc = aws.ToString(lb.VPCId)
+	}
+	subnets, vpc, err := l.subnets(ctx, clusterID, o, instances, at)
+	if err != nil {
+		return nil, err
 	}
 
 	sg := l.cfg.ElbSecurityGroup
@@ -190,7 +192,7 @@ func (l *loadBalancers) ensureCLB(ctx context.Context, clusterID string, svc *v1
 		in := &elb.CreateLoadBalancerInput{
 			LoadBalancerName: aws.String(name),
 			Listeners:        listeners,
-			Subnets:          subnets,
+			Subnets:          subnetIDs(subnets),
 			SecurityGroups:   []string{sg},
 			Tags:             elbTagList(want),
 		}
@@ -200,7 +202,7 @@ func (l *loadBalancers) ensureCLB(ctx context.Context, clusterID string, svc *v1
 		if _, err := l.elb.CreateLoadBalancer(ctx, in); err != nil {
 			return nil, fmt.Errorf("creating classic load balancer %s: %w", name, err)
 		}
-		logger.V(2).Info("Created classic load balancer", "subnets", subnets, "scheme", o.scheme(), "securityGroup", sg)
+		logger.V(2).Info("Created classic load balancer", "subnets", subnetIDs(subnets), "scheme", o.scheme(), "securityGroup", sg)
 		if lb, err = l.findCLB(ctx, name); err != nil {
 			return nil, err
 		}
@@ -212,6 +214,9 @@ func (l *loadBalancers) ensureCLB(ctx context.Context, clusterID string, svc *v1
 			if _, err := l.elb.AddTags(ctx, &elb.AddTagsInput{LoadBalancerNames: []string{name}, Tags: elbTagList(add)}); err != nil {
 				return nil, fmt.Errorf("tagging load balancer %s: %w", name, err)
 			}
+		}
+		if err := l.syncCLBSubnets(ctx, lb, subnets); err != nil {
+			return nil, err
 		}
 		if err := l.syncCLBListeners(ctx, lb, listeners); err != nil {
 			return nil, err
@@ -241,6 +246,56 @@ func (l *loadBalancers) ensureCLB(ctx context.Context, clusterID string, svc *v1
 		return nil, err
 	}
 	return hostnameStatus(aws.ToString(lb.DNSName)), nil
+}
+
+// syncCLBSubnets attaches the Classic ELB to the subnets of want it is
+// not in and detaches it from the others, as aws-cloud-controller-manager
+// does on every Ensure. A Classic ELB has one subnet per availability
+// zone, and at least one: subnets of zones it is not in are attached
+// first, then the others detached, then the subnets that replace them in
+// their zones attached.
+func (l *loadBalancers) syncCLBSubnets(ctx context.Context, lb *elbtypes.LoadBalancerDescription, want []lbSubnet) error {
+	var newZones, sameZones, detach []string
+	for _, s := range want {
+		switch {
+		case slices.Contains(lb.Subnets, s.id):
+		case slices.Contains(lb.AvailabilityZones, s.zone):
+			sameZones = append(sameZones, s.id)
+		default:
+			newZones = append(newZones, s.id)
+		}
+	}
+	for _, id := range lb.Subnets {
+		if !slices.ContainsFunc(want, func(s lbSubnet) bool { return s.id == id }) {
+			detach = append(detach, id)
+		}
+	}
+	slices.Sort(detach)
+	name := lb.LoadBalancerName
+	attach := func(ids []string) error {
+		if len(ids) == 0 {
+			return nil
+		}
+		if _, err := l.elb.AttachLoadBalancerToSubnets(ctx, &elb.AttachLoadBalancerToSubnetsInput{LoadBalancerName: name, Subnets: ids}); err != nil {
+			return fmt.Errorf("attaching load balancer %s to subnets %v: %w", aws.ToString(name), ids, err)
+		}
+		return nil
+	}
+	if err := attach(newZones); err != nil {
+		return err
+	}
+	if len(detach) > 0 {
+		if _, err := l.elb.DetachLoadBalancerFromSubnets(ctx, &elb.DetachLoadBalancerFromSubnetsInput{LoadBalancerName: name, Subnets: detach}); err != nil {
+			return fmt.Errorf("detaching load balancer %s from subnets %v: %w", aws.ToString(name), detach, err)
+		}
+	}
+	if err := attach(sameZones); err != nil {
+		return err
+	}
+	if len(newZones)+len(sameZones)+len(detach) > 0 {
+		klog.FromContext(ctx).V(2).Info("Changed subnets", "attached", slices.Concat(newZones, sameZones), "detached", detach)
+	}
+	return nil
 }
 
 // syncCLBListeners replaces the listeners that differ from want and

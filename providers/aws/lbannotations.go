@@ -426,13 +426,15 @@ func readHealthCheck(r *annotationReader, svc *v1.Service, kind lbKind) healthCh
 
 // checkLBPorts: a Classic ELB forwards TCP; a Network Load Balancer TCP
 // and UDP, TLS only over TCP. Targets are instances on the NodePort, so
-// each port needs one. Each port number is one listener.
+// each port needs one. Each port number is one listener: on a Network
+// Load Balancer a port number may be listed twice, over TCP and over UDP,
+// for one TCP_UDP listener.
 func checkLBPorts(r *annotationReader, svc *v1.Service, o *lbOptions) {
 	if len(svc.Spec.Ports) == 0 {
 		r.errs = append(r.errs, errors.New("the Service has no ports"))
 		return
 	}
-	seen := map[int32]bool{}
+	seen := map[int32][]v1.ServicePort{}
 	for _, p := range svc.Spec.Ports {
 		proto := protocolOf(p)
 		switch {
@@ -446,16 +448,36 @@ func checkLBPorts(r *annotationReader, svc *v1.Service, o *lbOptions) {
 			r.errs = append(r.errs, fmt.Errorf("port %d: UDP cannot be forwarded as %s %s", p.Port, AnnotationBackendProtocol, o.backend))
 		case p.NodePort == 0:
 			r.errs = append(r.errs, fmt.Errorf("port %d has no NodePort (allocateLoadBalancerNodePorts is false): the load balancer sends to NodePorts", p.Port))
-		case seen[p.Port]:
-			r.errs = append(r.errs, fmt.Errorf("port %d is listed twice: each port number is one listener", p.Port))
+		case len(seen[p.Port]) > 0:
+			if err := checkTCPUDPPair(o, append(seen[p.Port], p)); err != nil {
+				r.errs = append(r.errs, err)
+			}
 		}
-		seen[p.Port] = true
+		seen[p.Port] = append(seen[p.Port], p)
 	}
 	for _, c := range o.sourceRanges {
 		if _, err := netip.ParsePrefix(c); err != nil {
 			r.errs = append(r.errs, fmt.Errorf("loadBalancerSourceRanges: %q is not a CIDR", c))
 		}
 	}
+}
+
+// checkTCPUDPPair checks the Service ports of one port number: on a
+// Network Load Balancer, one over TCP and one over UDP with the same
+// NodePort and without the certificate are one TCP_UDP listener; anything
+// else is an error.
+func checkTCPUDPPair(o *lbOptions, ports []v1.ServicePort) error {
+	a, b := ports[0], ports[len(ports)-1]
+	if o.kind != kindNetwork || len(ports) != 2 || protocolOf(a) == protocolOf(b) {
+		return fmt.Errorf("port %d is listed twice: each port number is one listener (on a Network Load Balancer, once over TCP and once over UDP)", a.Port)
+	}
+	if a.NodePort != b.NodePort {
+		return fmt.Errorf("port %d over TCP and UDP is one TCP_UDP listener and needs one NodePort, not %d and %d", a.Port, a.NodePort, b.NodePort)
+	}
+	if o.usesCert(a) || o.usesCert(b) {
+		return fmt.Errorf("port %d over TCP and UDP is one TCP_UDP listener, which cannot use the certificate of %s (see %s)", a.Port, AnnotationSSLCert, AnnotationSSLPorts)
+	}
+	return nil
 }
 
 // protocolOf is a port's protocol; the API server defaults it to TCP.

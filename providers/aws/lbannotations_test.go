@@ -3,10 +3,12 @@ package aws
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	elbv2types "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2/types"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -106,8 +108,19 @@ func TestParseLBOptionsErrors(t *testing.T) {
 		{name: "udp with certificate", kind: kindNetwork, annotations: map[string]string{AnnotationSSLCert: "arn:aws:acm:us-east-1:1:certificate/x"},
 			ports: []v1.ServicePort{{Port: 53, NodePort: 30053, Protocol: v1.ProtocolUDP}}, want: []string{AnnotationSSLCert}},
 		{name: "no node port", ports: []v1.ServicePort{{Port: 80}}, want: []string{"NodePort"}},
-		{name: "port twice", kind: kindNetwork, ports: []v1.ServicePort{{Port: 53, NodePort: 30053, Protocol: v1.ProtocolUDP}, {Port: 53, NodePort: 30054}},
+		{name: "tcp and udp with two node ports", kind: kindNetwork, ports: []v1.ServicePort{{Port: 53, NodePort: 30053, Protocol: v1.ProtocolUDP}, {Port: 53, NodePort: 30054}},
+			want: []string{"TCP_UDP", "one NodePort"}},
+		{name: "tcp port twice", kind: kindNetwork, ports: []v1.ServicePort{{Port: 53, NodePort: 30053}, {Port: 53, NodePort: 30053, Protocol: v1.ProtocolTCP}},
 			want: []string{"listed twice"}},
+		{name: "port three times", kind: kindNetwork, ports: []v1.ServicePort{
+			{Port: 53, NodePort: 30053}, {Port: 53, NodePort: 30053, Protocol: v1.ProtocolUDP}, {Port: 53, NodePort: 30053, Protocol: v1.ProtocolUDP},
+		}, want: []string{"listed twice"}},
+		{name: "tcp and udp on classic", ports: []v1.ServicePort{{Port: 53, NodePort: 30053}, {Port: 53, NodePort: 30053, Protocol: v1.ProtocolUDP}},
+			want: []string{AnnotationType}},
+		{name: "tcp and udp with the certificate", kind: kindNetwork,
+			annotations: map[string]string{AnnotationSSLCert: "arn:aws:acm:us-east-1:1:certificate/x", AnnotationSSLPorts: "dns-tcp"},
+			ports:       []v1.ServicePort{{Name: "dns-tcp", Port: 53, NodePort: 30053}, {Name: "dns-udp", Port: 53, NodePort: 30053, Protocol: v1.ProtocolUDP}},
+			want:        []string{"TCP_UDP", AnnotationSSLCert}},
 		{name: "source range", ranges: []string{"10.0.0.0/33"}, want: []string{"10.0.0.0/33"}},
 		{name: "several at once", annotations: map[string]string{AnnotationInternal: "x", AnnotationHealthCheckPort: "y", AnnotationCrossZone: "z"},
 			want: []string{AnnotationInternal, AnnotationHealthCheckPort, AnnotationCrossZone}},
@@ -237,6 +250,53 @@ func TestNames(t *testing.T) {
 	o.health.interval = 10
 	if again := nlbPorts("cluster", long, o); again[0].targetGroup == a {
 		t.Error("the target group name does not change with the health check")
+	}
+}
+
+// TestNLBPortsTCPUDP: a port number over TCP and UDP is one TCP_UDP
+// listener and target group, whichever is listed first; its target group
+// is not that of the TCP port alone.
+func TestNLBPortsTCPUDP(t *testing.T) {
+	dnsTCP := v1.ServicePort{Name: "dns-tcp", Protocol: v1.ProtocolTCP, Port: 53, NodePort: 30053}
+	dnsUDP := v1.ServicePort{Name: "dns-udp", Protocol: v1.ProtocolUDP, Port: 53, NodePort: 30053}
+	http := v1.ServicePort{Name: "http", Protocol: v1.ProtocolTCP, Port: 80, NodePort: 30080}
+	type want struct {
+		port  int32
+		proto elbv2types.ProtocolEnum
+	}
+	tests := []struct {
+		name  string
+		ports []v1.ServicePort
+		want  []want
+	}{
+		{name: "tcp alone", ports: []v1.ServicePort{dnsTCP, http}, want: []want{{53, elbv2types.ProtocolEnumTcp}, {80, elbv2types.ProtocolEnumTcp}}},
+		{name: "tcp then udp", ports: []v1.ServicePort{dnsTCP, http, dnsUDP}, want: []want{{53, elbv2types.ProtocolEnumTcpUdp}, {80, elbv2types.ProtocolEnumTcp}}},
+		{name: "udp then tcp", ports: []v1.ServicePort{dnsUDP, dnsTCP}, want: []want{{53, elbv2types.ProtocolEnumTcpUdp}}},
+	}
+	names := map[string]string{}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			svc := lbService(map[string]string{AnnotationType: typeNLB}, tt.ports...)
+			o, err := parseLBOptions(svc, kindNetwork)
+			if err != nil {
+				t.Fatalf("parseLBOptions: %v", err)
+			}
+			ports := nlbPorts("cluster", svc, o)
+			var got []want
+			for _, p := range ports {
+				got = append(got, want{p.port.Port, p.listenerProto})
+				if p.targetProto != p.listenerProto || p.port.NodePort != 30000+p.port.Port {
+					t.Errorf("port %d: target %s on %d; want %s on %d", p.port.Port, p.targetProto, p.port.NodePort, p.listenerProto, 30000+p.port.Port)
+				}
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("listeners = %v; want %v", got, tt.want)
+			}
+			names[tt.name] = ports[0].targetGroup
+		})
+	}
+	if names["tcp then udp"] != names["udp then tcp"] || names["tcp then udp"] == names["tcp alone"] {
+		t.Errorf("target groups of port 53: %v; want TCP_UDP's the same whatever the order, and not TCP's", names)
 	}
 }
 

@@ -38,6 +38,7 @@ const (
 const (
 	filterVPCID     = "vpc-id"
 	filterTagKey    = "tag-key"
+	filterSubnetID  = "subnet-id"
 	filterGroupName = "group-name"
 	filterTagPrefix = "tag:"
 )
@@ -359,23 +360,61 @@ func (l *loadBalancers) vpcOf(list []ec2types.Instance) (string, error) {
 	return "", errors.New("no VPC for the load balancer: no node has an instance in one, and [Global] VPC is not set")
 }
 
-// subnets are the subnets of a new load balancer: the annotation's, else
-// those of the VPC with the role tag of the scheme and the cluster tag,
-// one per availability zone (the lowest ID when a zone has several). It
-// returns the subnets' VPC.
-func (l *loadBalancers) subnets(ctx context.Context, clusterID string, o *lbOptions, instances []ec2types.Instance) (ids []string, vpc string, err error) {
-	if len(o.subnets) > 0 {
-		return l.annotatedSubnets(ctx, o.subnets)
+// lbSubnet is a subnet of a load balancer, with its availability zone.
+type lbSubnet struct {
+	id, zone string
+}
+
+func subnetIDs(list []lbSubnet) []string {
+	out := make([]string, 0, len(list))
+	for _, s := range list {
+		out = append(out, s.id)
 	}
-	vpc, err = l.vpcOf(instances)
-	if err != nil {
+	return out
+}
+
+// placement is where an existing load balancer is: its VPC, its subnets
+// (with their zones where ELB tells them) and its availability zones.
+type placement struct {
+	vpc     string
+	subnets []lbSubnet
+	zones   []string
+}
+
+// subnets are the subnets a load balancer should be in, sorted by ID.
+//
+// With the annotation, they are the annotation's: an operator's explicit
+// choice, which an existing load balancer follows as far as its kind
+// allows (not into another VPC).
+//
+// Otherwise they are discovered: the subnets of the VPC with the role tag
+// of the scheme and the cluster tag, one per availability zone, the
+// lowest ID when a zone has several. An existing load balancer keeps the
+// subnets it is in, and gets the discovered ones of zones it is not in
+// only: it may have been made by aws-cloud-controller-manager, which also
+// takes subnets without the role tag, and discovery is no reason to move
+// it (a subnet tagged later, or a tag taken away, does not either). The
+// VPC is the existing load balancer's, else the config's or the nodes'.
+// It returns the subnets' VPC.
+func (l *loadBalancers) subnets(ctx context.Context, clusterID string, o *lbOptions, instances []ec2types.Instance, at *placement) (list []lbSubnet, vpc string, err error) {
+	if len(o.subnets) > 0 {
+		list, vpc, err = l.annotatedSubnets(ctx, o.subnets)
+		if err == nil && at != nil && vpc != at.vpc {
+			err = fmt.Errorf("annotation %s: the subnets are in VPC %s and the load balancer in VPC %s: a load balancer cannot move to another VPC "+
+				"(restore the annotation, or delete and recreate the Service)", AnnotationSubnets, vpc, at.vpc)
+		}
+		return list, vpc, err
+	}
+	if at != nil {
+		vpc = at.vpc
+	} else if vpc, err = l.vpcOf(instances); err != nil {
 		return nil, "", err
 	}
 	role := tagRoleELB
 	if o.internal {
 		role = tagRoleInternalELB
 	}
-	var list []ec2types.Subnet
+	var found []ec2types.Subnet
 	pages := ec2.NewDescribeSubnetsPaginator(l.ec2, &ec2.DescribeSubnetsInput{Filters: []ec2types.Filter{
 		{Name: aws.String(filterVPCID), Values: []string{vpc}},
 		{Name: aws.String(filterTagKey), Values: []string{role}},
@@ -385,10 +424,10 @@ func (l *loadBalancers) subnets(ctx context.Context, clusterID string, o *lbOpti
 		if err != nil {
 			return nil, "", fmt.Errorf("describing the subnets of VPC %s: %w", vpc, err)
 		}
-		list = append(list, page.Subnets...)
+		found = append(found, page.Subnets...)
 	}
 	byZone := map[string]string{}
-	for _, s := range list {
+	for _, s := range found {
 		tags := ec2TagMap(s.Tags)
 		if _, ok := tags[tagClusterPrefix+clusterID]; !ok {
 			continue
@@ -401,17 +440,60 @@ func (l *loadBalancers) subnets(ctx context.Context, clusterID string, o *lbOpti
 			byZone[zone] = id
 		}
 	}
-	if len(byZone) == 0 {
+	if at != nil {
+		if list, err = l.zonesOf(ctx, at.subnets); err != nil {
+			return nil, "", err
+		}
+		for _, zone := range at.zones {
+			delete(byZone, zone)
+		}
+		for _, s := range list {
+			delete(byZone, s.zone)
+		}
+	}
+	if len(list) == 0 && len(byZone) == 0 {
 		return nil, "", fmt.Errorf("no subnet of VPC %s has the tags %s and %s%s; tag the load balancers' subnets or list them in annotation %s",
 			vpc, role, tagClusterPrefix, clusterID, AnnotationSubnets)
 	}
-	ids = slices.Sorted(maps.Values(byZone))
-	return ids, vpc, nil
+	for zone, id := range byZone {
+		list = append(list, lbSubnet{id: id, zone: zone})
+	}
+	slices.SortFunc(list, func(a, b lbSubnet) int { return strings.Compare(a.id, b.id) })
+	return list, vpc, nil
+}
+
+// zonesOf fills in the zones of the subnets that lack theirs (a Classic
+// ELB lists its subnets and its zones apart). A subnet that is gone keeps
+// no zone.
+func (l *loadBalancers) zonesOf(ctx context.Context, list []lbSubnet) ([]lbSubnet, error) {
+	list = slices.Clone(list)
+	var ids []string
+	for _, s := range list {
+		if s.zone == "" {
+			ids = append(ids, s.id)
+		}
+	}
+	if len(ids) == 0 {
+		return list, nil
+	}
+	// A filter, not SubnetIds: a subnet that is gone is no error.
+	out, err := l.ec2.DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{Filters: []ec2types.Filter{{Name: aws.String(filterSubnetID), Values: ids}}})
+	if err != nil {
+		return nil, fmt.Errorf("describing subnets %v: %w", ids, err)
+	}
+	for i := range list {
+		for _, s := range out.Subnets {
+			if aws.ToString(s.SubnetId) == list[i].id {
+				list[i].zone = aws.ToString(s.AvailabilityZone)
+			}
+		}
+	}
+	return list, nil
 }
 
 // annotatedSubnets finds the subnets of the annotation, by ID (subnet-...)
 // or Name tag.
-func (l *loadBalancers) annotatedSubnets(ctx context.Context, names []string) ([]string, string, error) {
+func (l *loadBalancers) annotatedSubnets(ctx context.Context, names []string) ([]lbSubnet, string, error) {
 	var ids, tagged []string
 	for _, n := range names {
 		if strings.HasPrefix(n, "subnet-") {
@@ -438,7 +520,7 @@ func (l *loadBalancers) annotatedSubnets(ctx context.Context, names []string) ([
 		list = append(list, out.Subnets...)
 	}
 	var vpc string
-	var out []string
+	var out []lbSubnet
 	for _, n := range names {
 		i := slices.IndexFunc(list, func(s ec2types.Subnet) bool {
 			return aws.ToString(s.SubnetId) == n || ec2TagMap(s.Tags)[tagName] == n
@@ -451,9 +533,9 @@ func (l *loadBalancers) annotatedSubnets(ctx context.Context, names []string) ([
 			return nil, "", fmt.Errorf("annotation %s: the subnets are in different VPCs (%s, %s)", AnnotationSubnets, vpc, aws.ToString(s.VpcId))
 		}
 		vpc = aws.ToString(s.VpcId)
-		out = append(out, aws.ToString(s.SubnetId))
+		out = append(out, lbSubnet{id: aws.ToString(s.SubnetId), zone: aws.ToString(s.AvailabilityZone)})
 	}
-	slices.Sort(out)
+	slices.SortFunc(out, func(a, b lbSubnet) int { return strings.Compare(a.id, b.id) })
 	return slices.Compact(out), vpc, nil
 }
 

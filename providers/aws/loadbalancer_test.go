@@ -3,6 +3,7 @@ package aws
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -440,15 +441,25 @@ func TestSubnets(t *testing.T) {
 		t.Fatal(err)
 	}
 	o, _ := parseLBOptions(lbService(nil), kindNetwork)
-	got, vpc, err := e.lbs.subnets(ctx, testCluster, o, instances)
-	if want := sortedCopy([]string{e.public["us-east-1a"], e.public["us-east-1b"]}); err != nil || vpc != e.vpc || !slices.Equal(got, want) {
+	got, vpc, err := e.lbs.subnets(ctx, testCluster, o, instances, nil)
+	if want := sortedCopy([]string{e.public["us-east-1a"], e.public["us-east-1b"]}); err != nil || vpc != e.vpc || !slices.Equal(subnetIDs(got), want) {
 		t.Errorf("discovered subnets = %v in %s, %v; want %v in %s", got, vpc, err, want, e.vpc)
 	}
+	// An existing load balancer keeps the subnets it is in, tagged or not,
+	// and gets the discovered subnets of the zones it is not in.
+	at := &placement{vpc: e.vpc, subnets: []lbSubnet{{id: "subnet-untagged"}}, zones: []string{"us-east-1a"}}
+	if got, _, err := e.lbs.subnets(ctx, testCluster, o, nil, at); err != nil || !slices.Equal(subnetIDs(got), sortedCopy([]string{"subnet-untagged", e.public["us-east-1b"]})) {
+		t.Errorf("discovered subnets of an existing load balancer = %v, %v; want its own subnet kept, and %s added", got, err, e.public["us-east-1b"])
+	}
+	// With no subnet tagged at all, it stays where it is.
+	if got, _, err := e.lbs.subnets(ctx, "another-cluster", o, nil, at); err != nil || !slices.Equal(subnetIDs(got), []string{"subnet-untagged"}) {
+		t.Errorf("subnets of an existing load balancer of a cluster without tagged subnets = %v, %v; want its own", got, err)
+	}
 	o.internal = true
-	if got, _, err := e.lbs.subnets(ctx, testCluster, o, instances); err != nil || !slices.Equal(got, []string{e.internal}) {
+	if got, _, err := e.lbs.subnets(ctx, testCluster, o, instances, nil); err != nil || !slices.Equal(subnetIDs(got), []string{e.internal}) {
 		t.Errorf("internal subnets = %v, %v; want %v", got, err, e.internal)
 	}
-	if _, _, err := e.lbs.subnets(ctx, "another-cluster", o, instances); err == nil || !strings.Contains(err.Error(), AnnotationSubnets) {
+	if _, _, err := e.lbs.subnets(ctx, "another-cluster", o, instances, nil); err == nil || !strings.Contains(err.Error(), AnnotationSubnets) {
 		t.Errorf("subnets of a cluster without tagged subnets = %v; want an error naming %s", err, AnnotationSubnets)
 	}
 
@@ -456,12 +467,258 @@ func TestSubnets(t *testing.T) {
 		t.Fatal(err)
 	}
 	o.subnets = []string{e.public["us-east-1b"], "lb-spare"}
-	if got, vpc, err := e.lbs.subnets(ctx, testCluster, o, nil); err != nil || vpc != e.vpc || !slices.Equal(got, sortedCopy([]string{e.public["us-east-1b"], e.spare})) {
+	if got, vpc, err := e.lbs.subnets(ctx, testCluster, o, nil, nil); err != nil || vpc != e.vpc || !slices.Equal(subnetIDs(got), sortedCopy([]string{e.public["us-east-1b"], e.spare})) {
 		t.Errorf("annotated subnets = %v in %s, %v", got, vpc, err)
 	}
+	// A load balancer cannot move to another VPC.
+	if _, _, err := e.lbs.subnets(ctx, testCluster, o, nil, &placement{vpc: "vpc-other"}); err == nil || !strings.Contains(err.Error(), "another VPC") {
+		t.Errorf("annotated subnets of another VPC than the load balancer's = %v; want an error", err)
+	}
 	o.subnets = []string{"no-such-subnet"}
-	if _, _, err := e.lbs.subnets(ctx, testCluster, o, nil); err == nil || !strings.Contains(err.Error(), AnnotationSubnets) {
+	if _, _, err := e.lbs.subnets(ctx, testCluster, o, nil, nil); err == nil || !strings.Contains(err.Error(), AnnotationSubnets) {
 		t.Errorf("an unknown annotated subnet = %v; want an error naming %s", err, AnnotationSubnets)
+	}
+}
+
+// nlbSubnets are the subnets of the Service's Network Load Balancer,
+// sorted.
+func (e *lbEnv) nlbSubnets(t *testing.T, svc *v1.Service) []string {
+	t.Helper()
+	lb, err := e.lbs.findNLB(t.Context(), loadBalancerName(svc))
+	if err != nil || lb == nil {
+		t.Fatalf("network load balancer: %v, %v", lb, err)
+	}
+	var out []string
+	for _, z := range lb.AvailabilityZones {
+		out = append(out, aws.ToString(z.SubnetId))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// clbSubnets are the subnets of the Service's Classic ELB, sorted.
+func (e *lbEnv) clbSubnets(t *testing.T, svc *v1.Service) []string {
+	t.Helper()
+	lb, err := e.lbs.findCLB(t.Context(), loadBalancerName(svc))
+	if err != nil || lb == nil {
+		t.Fatalf("classic load balancer: %v, %v", lb, err)
+	}
+	return sortedCopy(lb.Subnets)
+}
+
+// TestCLBSubnetChanges: an existing Classic ELB is attached to the
+// subnets the Service adds and detached from those it drops, in a zone
+// too; discovery by tags keeps the subnet it is in.
+func TestCLBSubnetChanges(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	e := newLBEnv(t)
+	nodes := e.runNodes(t, 2)
+	a, b := e.public["us-east-1a"], e.public["us-east-1b"]
+	svc := lbService(map[string]string{AnnotationSubnets: a})
+	if _, err := e.lbs.EnsureLoadBalancer(ctx, "kubernetes", svc, nodes); err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		name           string
+		subnets        string
+		want           []string
+		attach, detach int
+	}{
+		{name: "a zone added", subnets: a + "," + b, want: []string{a, b}, attach: 1},
+		{name: "unchanged", subnets: b + ", " + a, want: []string{a, b}},
+		{name: "a zone's subnet replaced", subnets: b + "," + e.spare, want: []string{b, e.spare}, attach: 1, detach: 1},
+		{name: "a zone dropped", subnets: e.spare, want: []string{e.spare}, detach: 1},
+		// Discovery finds a and b; the load balancer keeps spare, tagged
+		// too, in zone a.
+		{name: "discovered", want: []string{b, e.spare}, attach: 1},
+	}
+	for _, st := range steps {
+		if st.subnets == "" {
+			delete(svc.Annotations, AnnotationSubnets)
+		} else {
+			svc.Annotations[AnnotationSubnets] = st.subnets
+		}
+		before := e.mutations()
+		if _, err := e.lbs.EnsureLoadBalancer(ctx, "kubernetes", svc, nodes); err != nil {
+			t.Fatalf("%s: EnsureLoadBalancer: %v", st.name, err)
+		}
+		after := e.mutations()
+		if got := e.clbSubnets(t, svc); !slices.Equal(got, sortedCopy(st.want)) {
+			t.Errorf("%s: subnets = %v; want %v", st.name, got, sortedCopy(st.want))
+		}
+		attach, detach := after["AttachLoadBalancerToSubnets"]-before["AttachLoadBalancerToSubnets"], after["DetachLoadBalancerFromSubnets"]-before["DetachLoadBalancerFromSubnets"]
+		if attach != st.attach || detach != st.detach {
+			t.Errorf("%s: %d attach and %d detach requests; want %d and %d", st.name, attach, detach, st.attach, st.detach)
+		}
+	}
+
+	// A subnet of another VPC is refused before any change.
+	other, err := e.ec2.CreateVpc(ctx, &ec2.CreateVpcInput{CidrBlock: aws.String("10.1.0.0/16")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := e.ec2.CreateSubnet(ctx, &ec2.CreateSubnetInput{VpcId: other.Vpc.VpcId, CidrBlock: aws.String("10.1.1.0/24"), AvailabilityZone: aws.String("us-east-1a")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc.Annotations[AnnotationSubnets] = aws.ToString(sub.Subnet.SubnetId)
+	before := e.mutations()
+	if _, err := e.lbs.EnsureLoadBalancer(ctx, "kubernetes", svc, nodes); err == nil || !strings.Contains(err.Error(), AnnotationSubnets) {
+		t.Errorf("Ensure with a subnet of another VPC = %v; want an error naming %s", err, AnnotationSubnets)
+	}
+	if after := e.mutations(); !mapsEqual(before, after) {
+		t.Errorf("a refused VPC change changed the cloud: %v, then %v", before, after)
+	}
+}
+
+// TestNLBSubnetChanges: an existing Network Load Balancer gets the zones
+// the Service adds; a subnet dropped or replaced stays, everything else
+// is still brought in line, and the error names the subnet and the
+// annotation.
+func TestNLBSubnetChanges(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	e := newLBEnv(t)
+	nodes := e.runNodes(t, 2)
+	a, b := e.public["us-east-1a"], e.public["us-east-1b"]
+	svc := lbService(map[string]string{AnnotationType: "nlb", AnnotationSubnets: a})
+	if _, err := e.lbs.EnsureLoadBalancer(ctx, "kubernetes", svc, nodes); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.nlbSubnets(t, svc); !slices.Equal(got, []string{a}) {
+		t.Fatalf("subnets = %v; want %v", got, []string{a})
+	}
+
+	svc.Annotations[AnnotationSubnets] = a + "," + b
+	before := e.mutations()
+	first, err := e.lbs.EnsureLoadBalancer(ctx, "kubernetes", svc, nodes)
+	if err != nil {
+		t.Fatalf("Ensure with a zone added: %v", err)
+	}
+	if got, want := e.nlbSubnets(t, svc), sortedCopy([]string{a, b}); !slices.Equal(got, want) {
+		t.Errorf("subnets after a zone was added = %v; want %v", got, want)
+	}
+	if n := e.mutations()["SetSubnets"] - before["SetSubnets"]; n != 1 {
+		t.Errorf("%d SetSubnets requests; want 1", n)
+	}
+	before = e.mutations()
+	if _, err := e.lbs.EnsureLoadBalancer(ctx, "kubernetes", svc, nodes); err != nil {
+		t.Fatal(err)
+	}
+	if after := e.mutations(); !mapsEqual(before, after) {
+		t.Errorf("a second Ensure changed the cloud: %v, then %v", before, after)
+	}
+
+	for _, tt := range []struct {
+		name, subnets string
+		nodes         []*v1.Node
+	}{
+		{name: "a zone dropped", subnets: b, nodes: nodes[:1]},
+		{name: "a zone's subnet replaced", subnets: e.spare + "," + b, nodes: nodes},
+	} {
+		svc.Annotations[AnnotationSubnets] = tt.subnets
+		before := e.mutations()
+		// The other change of the Ensure, to the targets, is made.
+		_, err := e.lbs.EnsureLoadBalancer(ctx, "kubernetes", svc, tt.nodes)
+		if err == nil || !strings.Contains(err.Error(), AnnotationSubnets) || !strings.Contains(err.Error(), a) {
+			t.Errorf("%s: Ensure = %v; want an error naming %s and %s", tt.name, err, AnnotationSubnets, a)
+		}
+		if got, want := e.nlbSubnets(t, svc), sortedCopy([]string{a, b}); !slices.Equal(got, want) {
+			t.Errorf("%s: subnets = %v; want %v kept", tt.name, got, want)
+		}
+		if n := e.mutations()["SetSubnets"] - before["SetSubnets"]; n != 0 {
+			t.Errorf("%s: %d SetSubnets requests; want none", tt.name, n)
+		}
+		groups := e.targetGroups(t)
+		if len(groups) != 1 {
+			t.Fatalf("%d target groups; want 1", len(groups))
+		}
+		if got := e.targets(t, aws.ToString(groups[0].TargetGroupArn)); !slices.Equal(got, nodeIDs(t, tt.nodes)) {
+			t.Errorf("%s: targets = %v; want %v", tt.name, got, nodeIDs(t, tt.nodes))
+		}
+	}
+
+	// Discovery by tags finds a and b, where the load balancer is.
+	delete(svc.Annotations, AnnotationSubnets)
+	got, err := e.lbs.EnsureLoadBalancer(ctx, "kubernetes", svc, nodes)
+	if err != nil || got.Ingress[0].Hostname != first.Ingress[0].Hostname {
+		t.Errorf("Ensure with discovered subnets = %+v, %v; want %+v", got, err, first)
+	}
+}
+
+// TestNLBTCPUDP: a port number over TCP and UDP is one TCP_UDP listener
+// forwarding to one TCP_UDP target group; the nodes let both protocols in
+// on the NodePort; dropping the UDP port makes the listener TCP again.
+func TestNLBTCPUDP(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	e := newLBEnv(t)
+	nodes := e.runNodes(t, 2)
+	svc := lbService(map[string]string{AnnotationType: "nlb"},
+		v1.ServicePort{Name: "dns-tcp", Protocol: v1.ProtocolTCP, Port: 53, NodePort: 30053},
+		v1.ServicePort{Name: "http", Protocol: v1.ProtocolTCP, Port: 80, NodePort: 30080},
+		v1.ServicePort{Name: "dns-udp", Protocol: v1.ProtocolUDP, Port: 53, NodePort: 30053})
+	if _, err := e.lbs.EnsureLoadBalancer(ctx, "kubernetes", svc, nodes); err != nil {
+		t.Fatalf("EnsureLoadBalancer: %v", err)
+	}
+	before := e.mutations()
+	if _, err := e.lbs.EnsureLoadBalancer(ctx, "kubernetes", svc, nodes); err != nil {
+		t.Fatal(err)
+	}
+	if after := e.mutations(); !mapsEqual(before, after) {
+		t.Errorf("a second Ensure changed the cloud: %v, then %v", before, after)
+	}
+
+	listenerProtocols := func() map[int32]elbv2types.ProtocolEnum {
+		t.Helper()
+		lb := e.nlbs(t)[0]
+		out, err := e.elbv2.DescribeListeners(ctx, &elbv2.DescribeListenersInput{LoadBalancerArn: lb.LoadBalancerArn})
+		if err != nil {
+			t.Fatal(err)
+		}
+		groups := e.targetGroups(t)
+		got := map[int32]elbv2types.ProtocolEnum{}
+		for _, ls := range out.Listeners {
+			got[aws.ToInt32(ls.Port)] = ls.Protocol
+			i := slices.IndexFunc(groups, func(g elbv2types.TargetGroup) bool { return aws.ToString(g.TargetGroupArn) == forwardsTo(ls) })
+			if i < 0 || groups[i].Protocol != ls.Protocol || aws.ToInt32(groups[i].Port) != 30000+aws.ToInt32(ls.Port) {
+				t.Errorf("listener %d %s forwards to %s", aws.ToInt32(ls.Port), ls.Protocol, forwardsTo(ls))
+				continue
+			}
+			if targets := e.targets(t, forwardsTo(ls)); !slices.Equal(targets, nodeIDs(t, nodes)) {
+				t.Errorf("targets of listener %d = %v; want %v", aws.ToInt32(ls.Port), targets, nodeIDs(t, nodes))
+			}
+		}
+		if len(groups) != len(out.Listeners) {
+			t.Errorf("%d target groups for %d listeners", len(groups), len(out.Listeners))
+		}
+		return got
+	}
+	want := map[int32]elbv2types.ProtocolEnum{53: elbv2types.ProtocolEnumTcpUdp, 80: elbv2types.ProtocolEnumTcp}
+	if got := listenerProtocols(); !maps.Equal(got, want) {
+		t.Errorf("listeners = %v; want %v", got, want)
+	}
+	name := loadBalancerName(svc)
+	rules := nlbRulesOf(*e.securityGroup(t, e.nodesSG), name)
+	for _, r := range []nodeRule{{"tcp", 30053, "0.0.0.0/0", ruleNLBClient + name}, {"udp", 30053, "0.0.0.0/0", ruleNLBClient + name}} {
+		if !slices.Contains(rules, r) {
+			t.Errorf("the nodes' security group lacks %+v; has %+v", r, rules)
+		}
+	}
+
+	// Without the UDP port, port 53 is TCP alone again.
+	svc.Spec.Ports = svc.Spec.Ports[:2]
+	if _, err := e.lbs.EnsureLoadBalancer(ctx, "kubernetes", svc, nodes); err != nil {
+		t.Fatalf("EnsureLoadBalancer without UDP: %v", err)
+	}
+	want[53] = elbv2types.ProtocolEnumTcp
+	if got := listenerProtocols(); !maps.Equal(got, want) {
+		t.Errorf("listeners without UDP = %v; want %v", got, want)
+	}
+
+	if err := e.lbs.EnsureLoadBalancerDeleted(ctx, "kubernetes", svc); err != nil {
+		t.Fatal(err)
+	}
+	if groups := e.targetGroups(t); len(groups) != 0 {
+		t.Errorf("target groups left: %d", len(groups))
 	}
 }
 

@@ -34,10 +34,17 @@ type nlbPort struct {
 	targetGroup   string
 }
 
-// nlbPorts are the listeners and target groups the options ask for.
+// nlbPorts are the listeners and target groups the options ask for, one
+// per port number: a port number over both TCP and UDP (with one
+// NodePort, as parseLBOptions checks) is one TCP_UDP listener and target
+// group.
 func nlbPorts(clusterID string, svc *v1.Service, o *lbOptions) []nlbPort {
 	out := make([]nlbPort, 0, len(o.ports))
 	for _, p := range o.ports {
+		if i := slices.IndexFunc(out, func(np nlbPort) bool { return np.port.Port == p.Port }); i >= 0 {
+			out[i].listenerProto, out[i].targetProto = elbv2types.ProtocolEnumTcpUdp, elbv2types.ProtocolEnumTcpUdp
+			continue
+		}
 		np := nlbPort{port: p, listenerProto: elbv2types.ProtocolEnumTcp, targetProto: elbv2types.ProtocolEnumTcp}
 		if protocolOf(p) == v1.ProtocolUDP {
 			np.listenerProto, np.targetProto = elbv2types.ProtocolEnumUdp, elbv2types.ProtocolEnumUdp
@@ -49,8 +56,10 @@ func nlbPorts(clusterID string, svc *v1.Service, o *lbOptions) []nlbPort {
 				np.targetProto = elbv2types.ProtocolEnumTls
 			}
 		}
-		np.targetGroup = targetGroupName(clusterID, svc, p, np.targetProto, o.health)
 		out = append(out, np)
+	}
+	for i := range out {
+		out[i].targetGroup = targetGroupName(clusterID, svc, out[i].port, out[i].targetProto, o.health)
 	}
 	return out
 }
@@ -165,17 +174,28 @@ func (l *loadBalancers) ensureNLB(ctx context.Context, clusterID string, svc *v1
 		return nil, err
 	}
 	want := ownTags(clusterID, svc, o.extraTags)
-
-	if lb == nil {
-		subnets, _, err := l.subnets(ctx, clusterID, o, instances)
-		if err != nil {
-			return nil, err
+	var at *placement
+	if lb != nil {
+		at = &placement{vpc: aws.ToString(lb.VpcId)}
+		for _, z := range lb.AvailabilityZones {
+			at.subnets = append(at.subnets, lbSubnet{id: aws.ToString(z.SubnetId), zone: aws.ToString(z.ZoneName)})
+			at.zones = append(at.zones, aws.ToString(z.ZoneName))
 		}
+	}
+	subnets, _, err := l.subnets(ctx, clusterID, o, instances, at)
+	if err != nil {
+		return nil, err
+	}
+
+	// Subnets the load balancer is in and the Service no longer asks
+	// for: reported once everything else is in line.
+	var kept []string
+	if lb == nil {
 		out, err := l.elbv2.CreateLoadBalancer(ctx, &elbv2.CreateLoadBalancerInput{
 			Name:    aws.String(name),
 			Type:    elbv2types.LoadBalancerTypeEnumNetwork,
 			Scheme:  elbv2types.LoadBalancerSchemeEnum(o.scheme()),
-			Subnets: subnets,
+			Subnets: subnetIDs(subnets),
 			Tags:    elbv2TagList(want),
 		})
 		if err != nil {
@@ -185,10 +205,15 @@ func (l *loadBalancers) ensureNLB(ctx context.Context, clusterID string, svc *v1
 			return nil, fmt.Errorf("creating network load balancer %s: ELB returned %d load balancers", name, len(out.LoadBalancers))
 		}
 		lb = &out.LoadBalancers[0]
-		logger.V(2).Info("Created network load balancer", "subnets", subnets, "scheme", o.scheme())
-	} else if add := missingTags(tags, want); len(add) > 0 {
-		if _, err := l.elbv2.AddTags(ctx, &elbv2.AddTagsInput{ResourceArns: []string{aws.ToString(lb.LoadBalancerArn)}, Tags: elbv2TagList(add)}); err != nil {
-			return nil, fmt.Errorf("tagging load balancer %s: %w", name, err)
+		logger.V(2).Info("Created network load balancer", "subnets", subnetIDs(subnets), "scheme", o.scheme())
+	} else {
+		if add := missingTags(tags, want); len(add) > 0 {
+			if _, err := l.elbv2.AddTags(ctx, &elbv2.AddTagsInput{ResourceArns: []string{aws.ToString(lb.LoadBalancerArn)}, Tags: elbv2TagList(add)}); err != nil {
+				return nil, fmt.Errorf("tagging load balancer %s: %w", name, err)
+			}
+		}
+		if kept, err = l.ensureNLBSubnets(ctx, lb, subnets); err != nil {
+			return nil, err
 		}
 	}
 	lbARN := aws.ToString(lb.LoadBalancerArn)
@@ -231,7 +256,65 @@ func (l *loadBalancers) ensureNLB(ctx context.Context, clusterID string, svc *v1
 	if err := l.deleteTargetGroups(ctx, clusterID, svc, stale); err != nil {
 		return nil, err
 	}
+	if len(kept) > 0 {
+		return nil, subnetsKeptError(name, kept)
+	}
 	return hostnameStatus(aws.ToString(lb.DNSName)), nil
+}
+
+// ensureNLBSubnets adds to a Network Load Balancer the availability zones
+// of want it is not in, with SetSubnets naming every subnet it has with
+// its addresses, as ELB asks. It never removes a zone nor changes a
+// zone's subnet (aws-cloud-controller-manager changes no subnet of an
+// NLB): that would take the load balancer's addresses in the zone from
+// the clients that use them, and ELB did not allow it when the NLB was
+// designed. It returns the subnets it keeps that want does not name.
+func (l *loadBalancers) ensureNLBSubnets(ctx context.Context, lb *elbv2types.LoadBalancer, want []lbSubnet) (kept []string, err error) {
+	var mappings []elbv2types.SubnetMapping
+	for _, z := range lb.AvailabilityZones {
+		id := aws.ToString(z.SubnetId)
+		if !slices.ContainsFunc(want, func(s lbSubnet) bool { return s.id == id }) {
+			kept = append(kept, id)
+		}
+		m := elbv2types.SubnetMapping{SubnetId: z.SubnetId}
+		for _, a := range z.LoadBalancerAddresses {
+			if a.AllocationId != nil {
+				m.AllocationId = a.AllocationId
+			}
+			// Only an internal NLB is given its private addresses.
+			if a.PrivateIPv4Address != nil && lb.Scheme == elbv2types.LoadBalancerSchemeEnumInternal {
+				m.PrivateIPv4Address = a.PrivateIPv4Address
+			}
+			if a.IPv6Address != nil {
+				m.IPv6Address = a.IPv6Address
+			}
+		}
+		mappings = append(mappings, m)
+	}
+	var added []string
+	for _, s := range want {
+		if !slices.ContainsFunc(lb.AvailabilityZones, func(z elbv2types.AvailabilityZone) bool { return aws.ToString(z.ZoneName) == s.zone }) {
+			added = append(added, s.id)
+			mappings = append(mappings, elbv2types.SubnetMapping{SubnetId: aws.String(s.id)})
+		}
+	}
+	slices.Sort(kept)
+	if len(added) == 0 {
+		return kept, nil
+	}
+	if _, err := l.elbv2.SetSubnets(ctx, &elbv2.SetSubnetsInput{LoadBalancerArn: lb.LoadBalancerArn, SubnetMappings: mappings}); err != nil {
+		return nil, fmt.Errorf("adding subnets %v to load balancer %s: %w", added, aws.ToString(lb.LoadBalancerName), err)
+	}
+	klog.FromContext(ctx).V(2).Info("Added subnets", "subnets", added)
+	return kept, nil
+}
+
+// subnetsKeptError says that a Network Load Balancer stays in subnets the
+// Service no longer asks for.
+func subnetsKeptError(name string, kept []string) error {
+	return fmt.Errorf("network load balancer %s stays in subnets %v, which annotation %s no longer names: "+
+		"subnets are added to an existing network load balancer, never removed or replaced "+
+		"(restore the annotation, or delete and recreate the Service)", name, kept, AnnotationSubnets)
 }
 
 // ensureNLBCrossZone sets the cross-zone attribute when the annotation
