@@ -83,6 +83,15 @@ func isLeader(ctx context.Context, t *testing.T, ccm *harness.CCM, token string)
 	return regexp.MustCompile(`(?m)^leader_election_master_status\{name="cloud-controller-manager"\} 1$`).MatchString(body)
 }
 
+// logNames reports whether the CCM's log comes to hold s within a few
+// seconds: a replica writes the Lease before it logs that it leads.
+func logNames(ctx context.Context, ccm *harness.CCM, s string) bool {
+	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		return strings.Contains(ccm.Log(), s), nil
+	})
+	return err == nil
+}
+
 func TestServesAndLeads(t *testing.T) {
 	ctx := t.Context()
 	cp := harness.StartControlPlane(t)
@@ -100,7 +109,7 @@ func TestServesAndLeads(t *testing.T) {
 	if !identity.MatchString(holder) {
 		t.Errorf("Lease holder %q is not <hostname>_<uuid>", holder)
 	}
-	if !strings.Contains(ccm.Log(), holder) {
+	if !logNames(ctx, ccm, holder) {
 		t.Errorf("the CCM log does not name its identity %q", holder)
 	}
 
@@ -175,7 +184,7 @@ func TestFailoverOnSIGTERM(t *testing.T) {
 	if err != nil {
 		t.Fatalf("want exactly one of two replicas leading: %v", err)
 	}
-	if !strings.Contains(leader.Log(), first) {
+	if !logNames(ctx, leader, first) {
 		t.Fatalf("Lease holder %q is not the replica that reports leading", first)
 	}
 	status, _, err := standby.Get(ctx, "/readyz", "")
@@ -189,7 +198,7 @@ func TestFailoverOnSIGTERM(t *testing.T) {
 	failover := time.Since(start)
 	t.Logf("failover after SIGTERM to the leader: %s", failover.Round(time.Millisecond))
 	fmt.Printf("MEASURED failover_seconds=%.3f\n", failover.Seconds())
-	if !strings.Contains(standby.Log(), second) {
+	if !logNames(ctx, standby, second) {
 		t.Errorf("new holder %q is not the standby", second)
 	}
 	if failover > 3*time.Second {
