@@ -37,8 +37,8 @@
 // lets the source ranges in on the NodePorts and the VPC in on the health
 // check ports. A Classic ELB has a listener per port and a security
 // group of its own, k8s-elb-<name>, open to loadBalancerSourceRanges
-// (default 0.0.0.0/0) on the listener ports, and let into the nodes'
-// security group. Everything is tagged kubernetes.io/cluster/<id>=owned
+// (default 0.0.0.0/0) on the listener ports and for the ICMP messages of
+// path MTU discovery, and let into the nodes' security group. Everything is tagged kubernetes.io/cluster/<id>=owned
 // and kubernetes.io/service-name=<namespace>/<name>; only what has both
 // tags is changed or deleted. A delete removes the load balancer, then
 // its target groups, its rules in the nodes' security groups and its own

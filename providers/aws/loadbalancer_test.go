@@ -817,8 +817,9 @@ func TestCLB(t *testing.T) {
 	if _, err := e.lbs.EnsureLoadBalancer(ctx, "kubernetes", svc, nodes); err != nil {
 		t.Fatal(err)
 	}
-	if rules, _ := rulesOf(e.securityGroup(t, sgID).IpPermissions); len(rules) != 2 {
-		t.Errorf("ingress after narrowing the source ranges = %+v; want 2 rules", rules)
+	if rules, _ := rulesOf(e.securityGroup(t, sgID).IpPermissions); len(rules) != 3 ||
+		!slices.Contains(rules, ingressRule{protocol: protocolICMP, from: icmpUnreachable, to: icmpFragmentationNeeded, cidr: "192.0.2.0/24"}) {
+		t.Errorf("ingress after narrowing the source ranges = %+v; want 3 rules: the two ports and path MTU discovery, from 192.0.2.0/24", rules)
 	}
 
 	before = e.mutations()
@@ -859,6 +860,43 @@ func TestCLB(t *testing.T) {
 // TestTypeChangeRefused: a load balancer of one kind is never replaced by
 // one of the other kind; the error names the annotation and the cloud is
 // left as it was.
+// TestCLBPathMTU: a Classic ELB's own security group lets in the ICMP
+// messages of path MTU discovery from each source range, ICMPv6 from an
+// IPv6 one; a second Ensure changes no rule.
+func TestCLBPathMTU(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	e := newLBEnv(t)
+	nodes := e.runNodes(t, 1)
+	svc := lbService(nil)
+	svc.Spec.LoadBalancerSourceRanges = []string{"192.0.2.0/24", "2001:db8::/32"}
+	if _, err := e.lbs.EnsureLoadBalancer(ctx, "kubernetes", svc, nodes); err != nil {
+		t.Fatal(err)
+	}
+	lb, err := e.lbs.findCLB(ctx, loadBalancerName(svc))
+	if err != nil || lb == nil || len(lb.SecurityGroups) != 1 {
+		t.Fatalf("classic load balancer: %+v, %v", lb, err)
+	}
+	rules, other := rulesOf(e.securityGroup(t, lb.SecurityGroups[0]).IpPermissions)
+	for _, want := range []ingressRule{
+		{protocol: protocolICMP, from: icmpUnreachable, to: icmpFragmentationNeeded, cidr: "192.0.2.0/24"},
+		{protocol: protocolICMPv6, from: icmpv6PacketTooBig, to: 0, cidr: "2001:db8::/32"},
+	} {
+		if !slices.Contains(rules, want) {
+			t.Errorf("ingress %+v (other %+v) lacks %+v", rules, other, want)
+		}
+	}
+	before := e.mutations()
+	if _, err := e.lbs.EnsureLoadBalancer(ctx, "kubernetes", svc, nodes); err != nil {
+		t.Fatal(err)
+	}
+	after := e.mutations()
+	for _, action := range []string{"AuthorizeSecurityGroupIngress", "RevokeSecurityGroupIngress"} {
+		if n := after[action] - before[action]; n != 0 {
+			t.Errorf("a second Ensure sent %d %s requests; want none", n, action)
+		}
+	}
+}
+
 func TestTypeChangeRefused(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	e := newLBEnv(t)

@@ -29,6 +29,18 @@ const (
 	filterPermissionGroupID = "ip-permission.group-id"
 	protocolAll             = "-1"
 	protocolTCP             = "tcp"
+	protocolICMP            = "icmp"
+	// protocolICMPv6 is ICMPv6 as EC2 describes it: by number.
+	protocolICMPv6 = "58"
+)
+
+// The ICMP messages of path MTU discovery, as EC2 writes an ICMP rule:
+// the type in FromPort, the code in ToPort. IPv4: destination
+// unreachable (3), fragmentation needed (4); IPv6: packet too big (2, 0).
+const (
+	icmpUnreachable         = 3
+	icmpFragmentationNeeded = 4
+	icmpv6PacketTooBig      = 2
 )
 
 // elbSecurityGroupName is the name of a Classic ELB's own security group,
@@ -100,36 +112,54 @@ func (l *loadBalancers) ensureELBSecurityGroup(ctx context.Context, clusterID st
 	return id, l.syncIngress(ctx, id, current, ingressRules(ports, o.sourceRanges))
 }
 
-// ingressRule is one TCP port open to one CIDR.
+// ingressRule is one rule of a Classic ELB's own security group: a TCP
+// port (from and to the same), or an ICMP type and code, open to a CIDR.
 type ingressRule struct {
-	port int32
-	cidr string
+	protocol string
+	from, to int32
+	cidr     string
 }
 
+// ingressRules are the listener ports open to the source ranges, and the
+// ICMP messages of path MTU discovery from them, as
+// aws-cloud-controller-manager lets in: without them a client behind a
+// smaller MTU never learns to send smaller packets.
 func ingressRules(ports []int32, ranges []string) []ingressRule {
 	var out []ingressRule
 	for _, p := range ports {
 		for _, c := range ranges {
-			out = append(out, ingressRule{port: p, cidr: c})
+			out = append(out, ingressRule{protocol: protocolTCP, from: p, to: p, cidr: c})
+		}
+	}
+	for _, c := range ranges {
+		if pfx, err := netip.ParsePrefix(c); err == nil && pfx.Addr().Is6() {
+			out = append(out, ingressRule{protocol: protocolICMPv6, from: icmpv6PacketTooBig, to: 0, cidr: c})
+		} else {
+			out = append(out, ingressRule{protocol: protocolICMP, from: icmpUnreachable, to: icmpFragmentationNeeded, cidr: c})
 		}
 	}
 	return out
 }
 
-// rulesOf are a security group's ingress rules of single TCP ports to
-// CIDRs; other rules are returned as permissions to revoke.
+// rulesOf are a security group's ingress rules of single TCP ports and of
+// ICMP to CIDRs; other rules are returned as permissions to revoke.
 func rulesOf(perms []ec2types.IpPermission) (rules []ingressRule, other []ec2types.IpPermission) {
 	for _, p := range perms {
-		single := aws.ToString(p.IpProtocol) == protocolTCP && p.FromPort != nil && p.ToPort != nil && *p.FromPort == *p.ToPort
-		if !single || len(p.UserIdGroupPairs) > 0 || len(p.PrefixListIds) > 0 {
+		proto := aws.ToString(p.IpProtocol)
+		if proto == "icmpv6" {
+			proto = protocolICMPv6
+		}
+		known := p.FromPort != nil && p.ToPort != nil &&
+			(proto == protocolTCP && *p.FromPort == *p.ToPort || proto == protocolICMP || proto == protocolICMPv6)
+		if !known || len(p.UserIdGroupPairs) > 0 || len(p.PrefixListIds) > 0 {
 			other = append(other, p)
 			continue
 		}
 		for _, r := range p.IpRanges {
-			rules = append(rules, ingressRule{port: *p.FromPort, cidr: aws.ToString(r.CidrIp)})
+			rules = append(rules, ingressRule{protocol: proto, from: *p.FromPort, to: *p.ToPort, cidr: aws.ToString(r.CidrIp)})
 		}
 		for _, r := range p.Ipv6Ranges {
-			rules = append(rules, ingressRule{port: *p.FromPort, cidr: aws.ToString(r.CidrIpv6)})
+			rules = append(rules, ingressRule{protocol: proto, from: *p.FromPort, to: *p.ToPort, cidr: aws.ToString(r.CidrIpv6)})
 		}
 	}
 	return rules, other
@@ -137,7 +167,7 @@ func rulesOf(perms []ec2types.IpPermission) (rules []ingressRule, other []ec2typ
 
 // permission is the EC2 permission of a rule.
 func (r ingressRule) permission() ec2types.IpPermission {
-	p := ec2types.IpPermission{IpProtocol: aws.String(protocolTCP), FromPort: aws.Int32(r.port), ToPort: aws.Int32(r.port)}
+	p := ec2types.IpPermission{IpProtocol: aws.String(r.protocol), FromPort: aws.Int32(r.from), ToPort: aws.Int32(r.to)}
 	if pfx, err := netip.ParsePrefix(r.cidr); err == nil && pfx.Addr().Is6() {
 		p.Ipv6Ranges = []ec2types.Ipv6Range{{CidrIpv6: aws.String(r.cidr)}}
 	} else {
