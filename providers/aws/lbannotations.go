@@ -392,6 +392,13 @@ func readHealthCheck(r *annotationReader, svc *v1.Service, kind lbKind) healthCh
 			h.interval, h.timeout, h.healthy, h.unhealthy = defaultNLBLocalInterval, defaultNLBLocalTimeout, defaultNLBLocalThreshold, defaultNLBLocalThreshold
 		}
 	}
+	if kind != kindNetwork && h.protocol == protoTCP {
+		// A backend that speaks SSL or HTTPS is checked over SSL, as
+		// aws-cloud-controller-manager checks it.
+		if b := strings.ToLower(svc.Annotations[AnnotationBackendProtocol]); b == backendSSL || b == backendHTTPS {
+			h.protocol = protoSSL
+		}
+	}
 	h.protocol = r.oneOf(AnnotationHealthCheckProtocol, h.protocol, protocols...)
 	if v, ok := r.lookup(AnnotationHealthCheckPort); ok {
 		if n, err := strconv.Atoi(v); v == trafficPort || (err == nil && n >= 1 && n <= 65535) {

@@ -3,6 +3,7 @@ package aws
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -210,6 +211,12 @@ func TestHealthCheckDefaults(t *testing.T) {
 		{"nlb local", local, kindNetwork, healthCheck{protoHTTP, "32000", "/healthz", 10, 10, 2, 2}},
 		{"classic", lbService(nil), kindClassic, healthCheck{protoTCP, trafficPort, "/", 10, 5, 2, 6}},
 		{"classic local", local, kindClassic, healthCheck{protoHTTP, "32000", "/healthz", 10, 5, 2, 6}},
+		{"classic ssl backend", lbService(map[string]string{AnnotationBackendProtocol: "ssl"}), kindClassic, healthCheck{protoSSL, trafficPort, "/", 10, 5, 2, 6}},
+		{"classic https backend", lbService(map[string]string{AnnotationBackendProtocol: "HTTPS"}), kindClassic, healthCheck{protoSSL, trafficPort, "/", 10, 5, 2, 6}},
+		{"classic https backend, protocol annotated", lbService(map[string]string{AnnotationBackendProtocol: "https", AnnotationHealthCheckProtocol: "TCP"}), kindClassic,
+			healthCheck{protoTCP, trafficPort, "/", 10, 5, 2, 6}},
+		{"classic https backend, local", withAnnotations(local, map[string]string{AnnotationBackendProtocol: "https"}), kindClassic,
+			healthCheck{protoHTTP, "32000", "/healthz", 10, 5, 2, 6}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -225,6 +232,10 @@ func TestHealthCheckDefaults(t *testing.T) {
 	o, _ := parseLBOptions(lbService(nil), kindClassic)
 	if hc := clbHealthCheck(o); *hc.Target != "TCP:30080" {
 		t.Errorf("classic default target = %s; want TCP:30080", *hc.Target)
+	}
+	o, _ = parseLBOptions(lbService(map[string]string{AnnotationBackendProtocol: "ssl"}), kindClassic)
+	if hc := clbHealthCheck(o); *hc.Target != "SSL:30080" {
+		t.Errorf("classic target of an SSL backend = %s; want SSL:30080", *hc.Target)
 	}
 }
 
@@ -340,4 +351,14 @@ func TestRetryWhileInUse(t *testing.T) {
 	if err == nil || calls > 1 {
 		t.Errorf("retry with a cancelled context = %v after %d calls; want an error at once", err, calls)
 	}
+}
+
+// withAnnotations is a copy of svc with more annotations.
+func withAnnotations(svc *v1.Service, annotations map[string]string) *v1.Service {
+	out := svc.DeepCopy()
+	if out.Annotations == nil {
+		out.Annotations = map[string]string{}
+	}
+	maps.Copy(out.Annotations, annotations)
+	return out
 }
