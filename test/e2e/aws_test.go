@@ -21,7 +21,6 @@ import (
 	elb "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancing"
 	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
 	v1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -172,16 +171,7 @@ func (c *awsCloud) runInstance(t *testing.T, zone string, instanceType ec2types.
 func (c *awsCloud) addAWSNode(t *testing.T, cp *harness.ControlPlane, zone string, instanceType ec2types.InstanceType, podCIDR string) ec2types.Instance {
 	t.Helper()
 	in := c.runInstance(t, zone, instanceType)
-	node := &v1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: aws.ToString(in.PrivateDnsName)},
-		Spec:       v1.NodeSpec{Taints: []v1.Taint{{Key: taintUninitialized, Value: "true", Effect: v1.TaintEffectNoSchedule}}},
-	}
-	if podCIDR != "" {
-		node.Spec.PodCIDR, node.Spec.PodCIDRs = podCIDR, []string{podCIDR}
-	}
-	if _, err := cp.Client.CoreV1().Nodes().Create(t.Context(), node, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	registerNode(t, cp, aws.ToString(in.PrivateDnsName), podCIDR)
 	return in
 }
 
@@ -203,28 +193,6 @@ func startAWSCCM(t *testing.T, cp *harness.ControlPlane, conf string, extra ...s
 		t.Fatal(err)
 	}
 	return ccm
-}
-
-// awsInitialised reports whether the cloud-node controller has
-// initialised the Node.
-func awsInitialised(n *v1.Node) bool { return n.Spec.ProviderID != "" && !tainted(n) }
-
-// waitAWSNode waits until cond holds for the Node and returns it.
-func waitAWSNode(t *testing.T, cp *harness.ControlPlane, name, what string, cond func(*v1.Node) bool) *v1.Node {
-	t.Helper()
-	last := &v1.Node{}
-	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		n, err := cp.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		last = n
-		return cond(n), nil
-	})
-	if err != nil {
-		t.Fatalf("Node %s not %s (last seen spec %+v, labels %v): %v", name, what, last.Spec, last.Labels, err)
-	}
-	return last
 }
 
 // awsProviderID is the providerID of an instance.
@@ -333,7 +301,7 @@ func TestAWSNodesAndRoutes(t *testing.T) {
 	startAWSCCM(t, cp, cloud.conf(t, cloud.moto.URL), "--cluster-cidr="+awsCIDR)
 
 	for _, in := range instances {
-		n := waitAWSNode(t, cp, aws.ToString(in.PrivateDnsName), "initialised from EC2", awsInitialised)
+		n := waitNode(t, cp, aws.ToString(in.PrivateDnsName), "initialised from EC2", initialised)
 		checkInitialisedFrom(t, n, in)
 	}
 
@@ -343,7 +311,7 @@ func TestAWSNodesAndRoutes(t *testing.T) {
 	}
 	waitRoutes(t, cloud, table, want)
 	for _, in := range instances {
-		waitAWSNode(t, cp, aws.ToString(in.PrivateDnsName), "NetworkUnavailable=False", networkAvailable)
+		waitNode(t, cp, aws.ToString(in.PrivateDnsName), "NetworkUnavailable=False", networkAvailable)
 		if cloud.sourceDestCheck(t, aws.ToString(in.InstanceId)) {
 			t.Errorf("instance %s, the next hop of a pod route, has its source/destination check on", aws.ToString(in.InstanceId))
 		}
@@ -353,7 +321,7 @@ func TestAWSNodesAndRoutes(t *testing.T) {
 	if _, err := cloud.ec2.StopInstances(t.Context(), &ec2.StopInstancesInput{InstanceIds: []string{aws.ToString(stopped.InstanceId)}}); err != nil {
 		t.Fatal(err)
 	}
-	waitAWSNode(t, cp, aws.ToString(stopped.PrivateDnsName), "tainted as shut down", func(n *v1.Node) bool {
+	waitNode(t, cp, aws.ToString(stopped.PrivateDnsName), "tainted as shut down", func(n *v1.Node) bool {
 		return slices.ContainsFunc(n.Spec.Taints, func(t v1.Taint) bool { return t.Key == cloudproviderapi.TaintNodeShutdown })
 	})
 
@@ -361,14 +329,7 @@ func TestAWSNodesAndRoutes(t *testing.T) {
 	if _, err := cloud.ec2.TerminateInstances(t.Context(), &ec2.TerminateInstancesInput{InstanceIds: []string{aws.ToString(gone.InstanceId)}}); err != nil {
 		t.Fatal(err)
 	}
-	name := aws.ToString(gone.PrivateDnsName)
-	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		_, err := cp.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		return apierrors.IsNotFound(err), nil
-	})
-	if err != nil {
-		t.Fatalf("the Node %s of a terminated instance was not deleted: %v", name, err)
-	}
+	waitNodeGone(t, cp, aws.ToString(gone.PrivateDnsName))
 	delete(want, "10.244.2.0/24")
 	waitRoutes(t, cloud, table, want)
 }
@@ -550,7 +511,7 @@ func TestAWSLoadBalancers(t *testing.T) {
 	b := cloud.addAWSNode(t, cp, awsZones[1], ec2types.InstanceTypeM5Large, "")
 	startAWSCCM(t, cp, cloud.conf(t, cloud.moto.URL), "--configure-cloud-routes=false")
 	for _, in := range []ec2types.Instance{a, b} {
-		waitAWSNode(t, cp, aws.ToString(in.PrivateDnsName), "initialised from EC2", awsInitialised)
+		waitNode(t, cp, aws.ToString(in.PrivateDnsName), "initialised from EC2", initialised)
 	}
 	before := cloud.securityGroups(t)
 	nodesIngress := ingressOf(before["e2e-nodes"])
@@ -598,7 +559,7 @@ func TestAWSLoadBalancers(t *testing.T) {
 	}
 
 	c := cloud.addAWSNode(t, cp, awsZones[0], ec2types.InstanceTypeM5Large, "")
-	waitAWSNode(t, cp, aws.ToString(c.PrivateDnsName), "initialised from EC2", awsInitialised)
+	waitNode(t, cp, aws.ToString(c.PrivateDnsName), "initialised from EC2", initialised)
 	waitMembersOf(t, cloud, nlbSvc, clbSvc, a, b, c)
 
 	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:"true"}}}`, v1.LabelNodeExcludeBalancers)
@@ -705,7 +666,7 @@ func TestAWSThrottledEC2(t *testing.T) {
 		"--controllers=cloud-node,cloud-node-lifecycle",
 		fmt.Sprintf("--concurrent-node-syncs=%d", throttleNodeSyncs),
 		fmt.Sprintf("--concurrent-node-lifecycle-syncs=%d", throttleLifecycleSyncs))
-	waitAWSNode(t, cp, aws.ToString(first.PrivateDnsName), "initialised from EC2", awsInitialised)
+	waitNode(t, cp, aws.ToString(first.PrivateDnsName), "initialised from EC2", initialised)
 	token := cp.MetricsToken(ctx, t)
 
 	proxy.SetFault(awstest.AnyAction, awstest.Fault{Throttle: true, RetryAfter: time.Second, ThrottleEvery: throttleEvery})
@@ -725,7 +686,7 @@ func TestAWSThrottledEC2(t *testing.T) {
 			if err != nil {
 				return false, err
 			}
-			if !awsInitialised(n) {
+			if !initialised(n) {
 				pending = append(pending, name)
 			}
 		}

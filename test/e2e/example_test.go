@@ -42,13 +42,7 @@ func TestOutOfTreeProviderExample(t *testing.T) {
 	}
 	cp := harness.StartControlPlane(t)
 	ctx := t.Context()
-	node := &v1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: "toy-node"},
-		Spec:       v1.NodeSpec{Taints: []v1.Taint{{Key: taintUninitialized, Value: "true", Effect: v1.TaintEffectNoSchedule}}},
-	}
-	if _, err := cp.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	registerNode(t, cp, "toy-node", "")
 	svc := &v1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: "toy-lb", Namespace: "default"},
 		Spec: v1.ServiceSpec{

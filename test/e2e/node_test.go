@@ -13,6 +13,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
@@ -33,6 +34,56 @@ func freeLoopbackAddr(t *testing.T) string {
 
 func tainted(n *v1.Node) bool {
 	return slices.ContainsFunc(n.Spec.Taints, func(t v1.Taint) bool { return t.Key == taintUninitialized })
+}
+
+// initialised reports whether the cloud-node controller has initialised the Node.
+func initialised(n *v1.Node) bool { return n.Spec.ProviderID != "" && !tainted(n) }
+
+// registerNode creates the Node name as a kubelet with
+// --cloud-provider=external registers it: tainted uninitialized, without a
+// providerID; with the pod CIDR podCIDR unless it is empty.
+func registerNode(t *testing.T, cp *harness.ControlPlane, name, podCIDR string) {
+	t.Helper()
+	node := &v1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       v1.NodeSpec{Taints: []v1.Taint{{Key: taintUninitialized, Value: "true", Effect: v1.TaintEffectNoSchedule}}},
+	}
+	if podCIDR != "" {
+		node.Spec.PodCIDR, node.Spec.PodCIDRs = podCIDR, []string{podCIDR}
+	}
+	if _, err := cp.Client.CoreV1().Nodes().Create(t.Context(), node, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitNode waits until cond holds for the Node and returns it.
+func waitNode(t *testing.T, cp *harness.ControlPlane, name, what string, cond func(*v1.Node) bool) *v1.Node {
+	t.Helper()
+	last := &v1.Node{}
+	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		n, err := cp.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		last = n
+		return cond(n), nil
+	})
+	if err != nil {
+		t.Fatalf("%s not %s (last seen spec %+v, labels %v): %v", name, what, last.Spec, last.Labels, err)
+	}
+	return last
+}
+
+// waitNodeGone waits until the Node is deleted.
+func waitNodeGone(t *testing.T, cp *harness.ControlPlane, name string) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := cp.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	if err != nil {
+		t.Fatalf("the Node %s was not deleted: %v", name, err)
+	}
 }
 
 // TestNodesInitialiseBesideHungCalls: of 50 tainted Nodes, 2 have
@@ -60,13 +111,7 @@ adminAddress: %s
 
 	const count = 50
 	for i := range count {
-		node := &v1.Node{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("node-%02d", i)},
-			Spec:       v1.NodeSpec{Taints: []v1.Taint{{Key: taintUninitialized, Value: "true", Effect: v1.TaintEffectNoSchedule}}},
-		}
-		if _, err := cp.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		registerNode(t, cp, fmt.Sprintf("node-%02d", i), "")
 	}
 	hung := map[string]bool{"node-00": true, "node-07": true}
 

@@ -107,16 +107,7 @@ func addOpenStackNode(t *testing.T, cloud *emulator.Emulator, cp *harness.Contro
 	if err != nil {
 		t.Fatal(err)
 	}
-	node := &v1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec:       v1.NodeSpec{Taints: []v1.Taint{{Key: taintUninitialized, Value: "true", Effect: v1.TaintEffectNoSchedule}}},
-	}
-	if podCIDR != "" {
-		node.Spec.PodCIDR, node.Spec.PodCIDRs = podCIDR, []string{podCIDR}
-	}
-	if _, err := cp.Client.CoreV1().Nodes().Create(t.Context(), node, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	registerNode(t, cp, name, podCIDR)
 	return srv
 }
 
@@ -136,9 +127,6 @@ func startOpenStackCCM(t *testing.T, cp *harness.ControlPlane, conf string, extr
 	}
 	return ccm
 }
-
-// initialised reports whether the cloud-node controller has initialised the Node.
-func initialised(n *v1.Node) bool { return n.Spec.ProviderID != "" && !tainted(n) }
 
 // osClusterCIDR is the pod CIDR range of the OpenStack tests with routes;
 // each of their Nodes has a /24 of it.
@@ -273,36 +261,6 @@ func TestOpenStackNodes(t *testing.T) {
 	waitNodeGone(t, cp, "os-node-2")
 	if _, err := cp.Client.CoreV1().Nodes().Get(ctx, "os-node-0", metav1.GetOptions{}); err != nil {
 		t.Errorf("the Node of a running server: %v", err)
-	}
-}
-
-// waitNode waits until cond holds for the Node and returns it.
-func waitNode(t *testing.T, cp *harness.ControlPlane, name, what string, cond func(*v1.Node) bool) *v1.Node {
-	t.Helper()
-	last := &v1.Node{}
-	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		n, err := cp.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		last = n
-		return cond(n), nil
-	})
-	if err != nil {
-		t.Fatalf("%s not %s (last seen spec %+v, labels %v): %v", name, what, last.Spec, last.Labels, err)
-	}
-	return last
-}
-
-// waitNodeGone waits until the Node is deleted.
-func waitNodeGone(t *testing.T, cp *harness.ControlPlane, name string) {
-	t.Helper()
-	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		_, err := cp.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		return apierrors.IsNotFound(err), nil
-	})
-	if err != nil {
-		t.Fatalf("the Node %s of a deleted server was not deleted: %v", name, err)
 	}
 }
 
