@@ -441,7 +441,8 @@ func (l *loadBalancers) subnets(ctx context.Context, clusterID string, o *lbOpti
 		}
 	}
 	if at != nil {
-		if list, err = l.zonesOf(ctx, at.subnets); err != nil {
+		list = slices.Clone(at.subnets)
+		if err := l.fillZones(ctx, list, found); err != nil {
 			return nil, "", err
 		}
 		for _, zone := range at.zones {
@@ -462,33 +463,36 @@ func (l *loadBalancers) subnets(ctx context.Context, clusterID string, o *lbOpti
 	return list, vpc, nil
 }
 
-// zonesOf fills in the zones of the subnets that lack theirs (a Classic
-// ELB lists its subnets and its zones apart). A subnet that is gone keeps
-// no zone.
-func (l *loadBalancers) zonesOf(ctx context.Context, list []lbSubnet) ([]lbSubnet, error) {
-	list = slices.Clone(list)
-	var ids []string
-	for _, s := range list {
-		if s.zone == "" {
-			ids = append(ids, s.id)
+// fillZones fills in the zones of the subnets that lack theirs (a Classic
+// ELB lists its subnets and its zones apart): from known, subnets already
+// described, else from one DescribeSubnets. A subnet that is gone keeps no
+// zone.
+func (l *loadBalancers) fillZones(ctx context.Context, list []lbSubnet, known []ec2types.Subnet) error {
+	fill := func(subnets []ec2types.Subnet) (missing []string) {
+		for i := range list {
+			if list[i].zone != "" {
+				continue
+			}
+			j := slices.IndexFunc(subnets, func(s ec2types.Subnet) bool { return aws.ToString(s.SubnetId) == list[i].id })
+			if j < 0 {
+				missing = append(missing, list[i].id)
+				continue
+			}
+			list[i].zone = aws.ToString(subnets[j].AvailabilityZone)
 		}
+		return missing
 	}
+	ids := fill(known)
 	if len(ids) == 0 {
-		return list, nil
+		return nil
 	}
 	// A filter, not SubnetIds: a subnet that is gone is no error.
 	out, err := l.ec2.DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{Filters: []ec2types.Filter{{Name: aws.String(filterSubnetID), Values: ids}}})
 	if err != nil {
-		return nil, fmt.Errorf("describing subnets %v: %w", ids, err)
+		return fmt.Errorf("describing subnets %v: %w", ids, err)
 	}
-	for i := range list {
-		for _, s := range out.Subnets {
-			if aws.ToString(s.SubnetId) == list[i].id {
-				list[i].zone = aws.ToString(s.AvailabilityZone)
-			}
-		}
-	}
-	return list, nil
+	fill(out.Subnets)
+	return nil
 }
 
 // annotatedSubnets finds the subnets of the annotation, by ID (subnet-...)
