@@ -36,7 +36,7 @@ import (
 	_ "k8s.io/component-base/logs/json/register"
 
 	"github.com/ccmkit/ccmkit/cloud"
-	"github.com/ccmkit/ccmkit/internal/leaderelection"
+	"github.com/ccmkit/ccmkit/leaderelection"
 )
 
 // Version is the ccmkit version, set at build time with
