@@ -21,6 +21,7 @@ import (
 	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	restclient "k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -245,6 +246,7 @@ func runControllers(ctx context.Context, o *Options, restConfig *restclient.Conf
 	provider.Initialize(builder, ctx.Done())
 	guard := cloud.New(provider, o.Cloud)
 	defer guard.Close()
+	state.setGuard(guard)
 
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(StripUnused))
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
@@ -260,6 +262,8 @@ func runControllers(ctx context.Context, o *Options, restConfig *restclient.Conf
 	}
 	var run []built
 	for _, d := range enabled {
+		cc := cc
+		cc.Cloud = guard.For(d.Name, broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: d.Name + "-controller"}))
 		c, err := d.New(klog.NewContext(ctx, logger.WithName(d.Name)), cc)
 		if errors.Is(err, cloud.ErrNotSupported) || errors.Is(err, errDisabled) {
 			logger.Info("Controller skipped", "controller", d.Name, "reason", err.Error())

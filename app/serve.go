@@ -14,6 +14,8 @@ import (
 	"k8s.io/apiserver/pkg/server/routes"
 	"k8s.io/client-go/informers"
 	"k8s.io/component-base/metrics/legacyregistry"
+
+	"github.com/ccmkit/ccmkit/cloud"
 	genericcontrollermanager "k8s.io/controller-manager/app"
 
 	// Registers client-go's REST client and workqueue metrics.
@@ -22,11 +24,30 @@ import (
 )
 
 // runState is what /readyz reports on: whether the shared informers have
-// synced, and which controllers have failed.
+// synced, which controllers have failed, and whether the guard is saturated.
 type runState struct {
 	mu        sync.Mutex
 	informers informers.SharedInformerFactory
 	failed    []string
+	guard     *cloud.Guard
+}
+
+func (s *runState) setGuard(g *cloud.Guard) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.guard = g
+}
+
+// cloudCalls fails while the guard refuses new calls because the cloud
+// holds as many calls as it allows: every controller is then waiting.
+func (s *runState) cloudCalls(*http.Request) error {
+	s.mu.Lock()
+	g := s.guard
+	s.mu.Unlock()
+	if g == nil {
+		return nil
+	}
+	return g.Saturated()
 }
 
 func (s *runState) setInformers(f informers.SharedInformerFactory) {
@@ -77,7 +98,7 @@ func (s *runState) controllersRunning(*http.Request) error {
 
 // serve starts the secure server and returns once it listens; it stops when
 // ctx is done. Health checks: /healthz and /livez include the leader-election
-// watchdog, /readyz the informer sync and controller state.
+// watchdog, /readyz the informer sync, controller state and guard saturation.
 func serve(ctx context.Context, o *Options, info *server.SecureServingInfo, authn *server.AuthenticationInfo, authz *server.AuthorizationInfo, liveness []healthz.HealthChecker, state *runState) (<-chan struct{}, error) {
 	m := mux.NewPathRecorderMux("cloud-controller-manager")
 	healthz.InstallHandler(m, append([]healthz.HealthChecker{healthz.PingHealthz}, liveness...)...)
@@ -86,6 +107,7 @@ func serve(ctx context.Context, o *Options, info *server.SecureServingInfo, auth
 		healthz.PingHealthz,
 		healthz.NamedCheck("informer-sync", state.informersSynced),
 		healthz.NamedCheck("controllers", state.controllersRunning),
+		healthz.NamedCheck("cloud-calls", state.cloudCalls),
 	)
 	m.Handle("/metrics", legacyregistry.Handler())
 	if o.Profiling {

@@ -8,7 +8,10 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/tools/record"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
 )
@@ -115,31 +118,46 @@ const (
 // Guard implements cloudprovider.Interface, offering InstancesV2,
 // LoadBalancer and Routes in guarded form; the deprecated Instances, Zones
 // and Clusters are not offered.
+//
+// A Guard is a view of the state it shares with the other views of the same
+// guard (New makes the first, For the others): limits, fences and the
+// throttle back-off are common to all, while kept results and OnResult
+// callbacks belong to the view that made the call. Each controller gets a
+// view of its own, so the result of one controller's detached call never
+// re-enqueues an object in another controller.
 type Guard struct {
+	*shared
+	owner    string
+	recorder record.EventRecorder
+
+	instances cloudprovider.InstancesV2
+	lb        cloudprovider.LoadBalancer
+	routes    cloudprovider.Routes
+}
+
+// shared is the state of one guard, common to all its views.
+type shared struct {
 	provider cloudprovider.Interface
 	name     string
 	opts     Options
 	limiter  *rate.Limiter
 
-	instances cloudprovider.InstancesV2
-	lb        cloudprovider.LoadBalancer
-	routes    cloudprovider.Routes
-
 	// base is cancelled by Close; it cancels the context of every call.
 	base   context.Context
 	cancel context.CancelFunc
 
-	mu        sync.Mutex
-	active    map[callKey]*call   // calls neither returned nor past deadline
-	fences    map[objectKey]*call // mutating calls that fence their object
-	kept      map[callKey]*keptResult
-	perMethod map[string]int
-	inflight  int
-	detached  int
-	abandoned int
-	callbacks map[Kind][]func(key string)
-	backoff   time.Duration
-	pauseTill time.Time
+	mu         sync.Mutex
+	active     map[callKey]*call   // calls neither returned nor past deadline
+	fences     map[objectKey]*call // mutating calls that fence their object
+	kept       map[callKey]*keptResult
+	perMethod  map[string]int
+	inflight   int
+	detached   int
+	abandoned  int
+	callbacks  map[callbackKey][]func(key string)
+	backoff    time.Duration
+	pauseTill  time.Time
+	leaseCheck func() error
 }
 
 var _ cloudprovider.Interface = (*Guard)(nil)
@@ -149,9 +167,16 @@ type objectKey struct {
 	key  string
 }
 
+// callKey names a call: the view that made it, its object and its method.
 type callKey struct {
+	owner  string
 	obj    objectKey
 	method string
+}
+
+type callbackKey struct {
+	owner string
+	kind  Kind
 }
 
 type keptResult struct {
@@ -166,24 +191,31 @@ type call struct {
 	key         callKey
 	fingerprint string
 	mutating    bool
+	timeout     time.Duration
 	start       time.Time
+	// ref and recorder: the object to tell about the call, and how.
+	ref      runtime.Object
+	recorder record.EventRecorder
+	logger   klog.Logger
 	done        chan struct{} // closed when the provider returned
 	expired     chan struct{} // closed when the deadline passed first
 
 	res any
 	err error
 
-	returned  bool
-	detached  bool // the caller was released; the result is kept
-	abandoned bool // past the deadline, not returned
-	deadline  *time.Timer
+	returned   bool
+	detached   bool // the caller was released; the result is kept
+	abandoned  bool // past the deadline, not returned
+	fenceNoted bool // a call refused by this one's fence was told about
+	deadline   *time.Timer
 }
 
-// New wraps provider. The provider must already be initialised.
+// New wraps provider. The provider must already be initialised. The Guard
+// returned is the guard's first view; For makes more.
 func New(provider cloudprovider.Interface, opts Options) *Guard {
 	RegisterMetrics()
 	opts = opts.withDefaults()
-	g := &Guard{
+	s := &shared{
 		provider:  provider,
 		name:      provider.ProviderName(),
 		opts:      opts,
@@ -191,23 +223,64 @@ func New(provider cloudprovider.Interface, opts Options) *Guard {
 		fences:    map[objectKey]*call{},
 		kept:      map[callKey]*keptResult{},
 		perMethod: map[string]int{},
-		callbacks: map[Kind][]func(string){},
+		callbacks: map[callbackKey][]func(string){},
 	}
 	if opts.QPS > 0 {
-		g.limiter = rate.NewLimiter(rate.Limit(opts.QPS), opts.Burst)
+		s.limiter = rate.NewLimiter(rate.Limit(opts.QPS), opts.Burst)
 	}
-	g.base, g.cancel = context.WithCancel(context.Background())
-	if i, ok := provider.InstancesV2(); ok && i != nil {
-		g.instances = &instancesV2{g: g, p: i}
-	}
-	if lb, ok := provider.LoadBalancer(); ok && lb != nil {
-		g.lb = &loadBalancer{g: g, p: lb}
-	}
-	if r, ok := provider.Routes(); ok && r != nil {
-		g.routes = &routes{g: g, p: r}
-	}
+	s.base, s.cancel = context.WithCancel(context.Background())
+	g := s.view("", nil)
 	g.initMetrics()
 	return g
+}
+
+// For returns a view of the guard for owner (a controller's name). Its
+// calls share the guard's limits and fences, while the results of its
+// detached calls are kept for it alone and reach only the callbacks
+// registered on it. When recorder is not nil, the view tells the object a
+// call is about, with a Warning event, when the call detaches, reaches its
+// deadline, or fences off another call.
+func (g *Guard) For(owner string, recorder record.EventRecorder) *Guard {
+	return g.view(owner, recorder)
+}
+
+func (s *shared) view(owner string, recorder record.EventRecorder) *Guard {
+	g := &Guard{shared: s, owner: owner, recorder: recorder}
+	if i, ok := s.provider.InstancesV2(); ok && i != nil {
+		g.instances = &instancesV2{g: g, p: i}
+	}
+	if lb, ok := s.provider.LoadBalancer(); ok && lb != nil {
+		g.lb = &loadBalancer{g: g, p: lb}
+	}
+	if r, ok := s.provider.Routes(); ok && r != nil {
+		g.routes = &routes{g: g, p: r}
+	}
+	return g
+}
+
+// RequireLease makes every mutating call run check first, right before the
+// call reaches the provider, and fail with check's error instead when it
+// fails: a process that can no longer prove it leads must not act on the
+// cloud. It applies to every view and should be set before the first call.
+func (g *Guard) RequireLease(check func() error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.leaseCheck = check
+}
+
+// Saturated returns an error when the guard refuses new calls because as
+// many calls as it allows are in the provider or past their deadline; /readyz
+// reports it.
+func (g *Guard) Saturated() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	switch {
+	case g.inflight >= g.opts.MaxInflight:
+		return fmt.Errorf("%w: %d calls in the cloud provider (--cloud-max-inflight-calls=%d), %d of them past their deadline", ErrSaturated, g.inflight, g.opts.MaxInflight, g.abandoned)
+	case g.abandoned >= g.opts.MaxAbandoned:
+		return fmt.Errorf("%w: %d calls past their deadline have not returned (--cloud-max-abandoned-calls=%d)", ErrSaturated, g.abandoned, g.opts.MaxAbandoned)
+	}
+	return nil
 }
 
 // Guarded methods, by the interface that has them.
@@ -247,13 +320,15 @@ func (g *Guard) initMetrics() {
 func (g *Guard) Close() { g.cancel() }
 
 // OnResult registers fn to be called with an object's key when a detached
-// call about an object of that kind returns or reaches its deadline, so the
-// controller can re-enqueue the object and take the kept result. Every
-// function registered for the kind is called; fn must not block.
+// call that this view made about an object of that kind returns or reaches
+// its deadline, so the controller can re-enqueue the object and take the
+// kept result. Every function registered on the view for the kind is
+// called; fn must not block.
 func (g *Guard) OnResult(kind Kind, fn func(key string)) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.callbacks[kind] = append(g.callbacks[kind], fn)
+	k := callbackKey{owner: g.owner, kind: kind}
+	g.callbacks[k] = append(g.callbacks[k], fn)
 }
 
 // ProviderName returns the provider's name.
@@ -294,6 +369,8 @@ type request struct {
 	// active call is only reused for the same arguments.
 	fingerprint string
 	timeout     time.Duration
+	// ref is the object events about the call go to; nil for none.
+	ref runtime.Object
 }
 
 // do runs fn under the guard's contract and returns its result, or a guard
@@ -309,7 +386,7 @@ func do[T any](ctx context.Context, g *Guard, r request, fn func(context.Context
 }
 
 func (g *Guard) do(ctx context.Context, r request, fn func(context.Context) (any, error)) (any, error) {
-	ck := callKey{obj: r.obj, method: r.method}
+	ck := callKey{owner: g.owner, obj: r.obj, method: r.method}
 	g.mu.Lock()
 	if res, err, ok := g.takeKeptLocked(ck, r.fingerprint); ok {
 		g.mu.Unlock()
@@ -325,9 +402,22 @@ func (g *Guard) do(ctx context.Context, r request, fn func(context.Context) (any
 	}
 	if r.mutating {
 		if f := g.fences[r.obj]; f != nil {
+			first := !f.fenceNoted
+			f.fenceNoted = true
+			state := "in flight"
+			if f.abandoned {
+				state = "past its deadline and not returned"
+			}
 			g.mu.Unlock()
 			g.count(r.method, ResultFenced)
-			return nil, &RetryAfterError{RetryAfter: g.opts.DetachAfter, Err: fmt.Errorf("%s %s %q: %w", r.method, r.obj.kind, r.obj.key, ErrFenced)}
+			err := fmt.Errorf("%s %s %q: %w (%s, started %s ago, is %s)", r.method, r.obj.kind, r.obj.key, ErrFenced, f.key.method, time.Since(f.start).Round(time.Second), state)
+			if first {
+				klog.FromContext(ctx).Info("Cloud call refused: another mutating call for the object is still in the cloud", "method", r.method, "kind", r.obj.kind, "key", r.obj.key, "fencedBy", f.key.method, "since", f.start)
+				g.event(r.ref, reasonFenced, "%s not started: %s, started %s ago, is %s", r.method, f.key.method, time.Since(f.start).Round(time.Second), state)
+			} else {
+				klog.FromContext(ctx).V(4).Info("Cloud call refused by a fence", "method", r.method, "kind", r.obj.kind, "key", r.obj.key, "fencedBy", f.key.method)
+			}
+			return nil, &RetryAfterError{RetryAfter: g.opts.DetachAfter, Err: err}
 		}
 	}
 	if g.inflight >= g.opts.MaxInflight || g.abandoned >= g.opts.MaxAbandoned || g.perMethod[r.method] >= g.opts.MaxPerMethod {
@@ -347,7 +437,11 @@ func (g *Guard) startLocked(ctx context.Context, ck callKey, r request, fn func(
 		key:         ck,
 		fingerprint: r.fingerprint,
 		mutating:    r.mutating,
+		timeout:     r.timeout,
 		start:       time.Now(),
+		ref:         r.ref,
+		recorder:    g.recorder,
+		logger:      klog.FromContext(ctx),
 		done:        make(chan struct{}),
 		expired:     make(chan struct{}),
 	}
@@ -377,6 +471,12 @@ func (g *Guard) startLocked(ctx context.Context, ck callKey, r request, fn func(
 		if err := g.waitTurn(callCtx); err != nil {
 			c.err = err
 			return
+		}
+		if c.mutating {
+			if err := g.checkLease(); err != nil {
+				c.err = fmt.Errorf("%s %s %q not started: %w", ck.method, ck.obj.kind, ck.obj.key, err)
+				return
+			}
 		}
 		c.res, c.err = fn(callCtx)
 		if c.err != nil && callCtx.Err() != nil && errors.Is(c.err, callCtx.Err()) && errors.Is(callCtx.Err(), context.DeadlineExceeded) {
@@ -416,7 +516,8 @@ func (g *Guard) wait(ctx context.Context, c *call) (any, error) {
 	g.setGaugesLocked()
 	g.mu.Unlock()
 	g.count(c.key.method, ResultDetached)
-	klog.FromContext(ctx).V(4).Info("Cloud call detached", "method", c.key.method, "kind", c.key.obj.kind, "key", c.key.obj.key)
+	klog.FromContext(ctx).Info("Cloud call has not returned, going on in the background", "method", c.key.method, "kind", c.key.obj.kind, "key", c.key.obj.key, "after", g.opts.DetachAfter, "deadline", c.timeout)
+	c.tell(reasonDetached, "%s has not returned after %s; it goes on in the background until it returns or its deadline of %s passes", c.key.method, g.opts.DetachAfter, c.timeout)
 	if ctxErr != nil {
 		return nil, ctxErr
 	}
@@ -449,7 +550,7 @@ func (g *Guard) finish(c *call) {
 		if c.detached {
 			g.detached--
 			g.keepLocked(c.key, c.fingerprint, c.res, c.err)
-			notify = g.callbacks[c.key.obj.kind]
+			notify = g.callbacks[callbackKey{c.key.owner, c.key.obj.kind}]
 		}
 	}
 	g.setGaugesLocked()
@@ -477,7 +578,11 @@ func (g *Guard) expire(c *call) {
 	if c.detached {
 		g.detached--
 		g.keepLocked(c.key, c.fingerprint, nil, fmt.Errorf("%s %s %q: %w", c.key.method, c.key.obj.kind, c.key.obj.key, ErrTimeout))
-		notify = g.callbacks[c.key.obj.kind]
+		notify = g.callbacks[callbackKey{c.key.owner, c.key.obj.kind}]
+	}
+	fenced := ""
+	if c.mutating {
+		fenced = fmt.Sprintf("; no other mutating call for the object starts until it returns or %s pass", g.opts.FenceTimeout)
 	}
 	if c.mutating {
 		// The fence outlives the deadline: the cloud may still be acting.
@@ -486,9 +591,44 @@ func (g *Guard) expire(c *call) {
 	g.setGaugesLocked()
 	g.mu.Unlock()
 	close(c.expired)
+	c.logger.Error(ErrTimeout, "Cloud call did not return by its deadline, giving up on it", "method", c.key.method, "kind", c.key.obj.kind, "key", c.key.obj.key, "deadline", c.timeout, "mutating", c.mutating)
+	c.tell(reasonTimedOut, "%s did not return by its deadline of %s and was given up%s", c.key.method, c.timeout, fenced)
 	for _, fn := range notify {
 		fn(c.key.obj.key)
 	}
+}
+
+// Reasons of the guard's Warning events.
+const (
+	reasonDetached = "CloudCallDetached"
+	reasonTimedOut = "CloudCallTimedOut"
+	reasonFenced   = "CloudCallFenced"
+)
+
+// tell tells the object of call c, through the recorder of the view that
+// made it.
+func (c *call) tell(reason, format string, args ...any) {
+	if c.recorder != nil && c.ref != nil {
+		c.recorder.Eventf(c.ref, v1.EventTypeWarning, reason, format, args...)
+	}
+}
+
+// event tells ref through this view's recorder.
+func (g *Guard) event(ref runtime.Object, reason, format string, args ...any) {
+	if g.recorder != nil && ref != nil {
+		g.recorder.Eventf(ref, v1.EventTypeWarning, reason, format, args...)
+	}
+}
+
+// checkLease runs the lease check, if one is set.
+func (g *Guard) checkLease() error {
+	g.mu.Lock()
+	check := g.leaseCheck
+	g.mu.Unlock()
+	if check == nil {
+		return nil
+	}
+	return check()
 }
 
 func (g *Guard) releaseFence(c *call) {

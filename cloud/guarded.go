@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	cloudprovider "k8s.io/cloud-provider"
 )
 
@@ -26,6 +28,7 @@ func (i *instancesV2) nodeRequest(method string, node *v1.Node) request {
 		obj:         objectKey{kind: KindNode, key: node.Name},
 		fingerprint: node.Spec.ProviderID,
 		timeout:     i.g.opts.CallTimeout,
+		ref:         node,
 	}
 }
 
@@ -68,6 +71,7 @@ func (l *loadBalancer) serviceRequest(method string, mutating bool, svc *v1.Serv
 		mutating:    mutating,
 		fingerprint: serviceFingerprint(svc, nodes),
 		timeout:     timeout,
+		ref:         svc,
 	}
 }
 
@@ -155,7 +159,17 @@ func (r *routes) routeRequest(method, nameHint string, route *cloudprovider.Rout
 		mutating:    true,
 		fingerprint: fingerprint(nameHint, route),
 		timeout:     r.g.opts.CallTimeout,
+		ref:         routeNode(route),
 	}
+}
+
+// routeNode is the Node a route leads to, for events; nil if it names none.
+func routeNode(route *cloudprovider.Route) runtime.Object {
+	if route.TargetNode == "" {
+		return nil
+	}
+	// Node events take the Node's name as their UID, as the kubelet's do.
+	return &v1.ObjectReference{Kind: "Node", Name: string(route.TargetNode), UID: types.UID(route.TargetNode)}
 }
 
 func copyNodes(nodes []*v1.Node) []*v1.Node {
