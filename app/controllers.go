@@ -33,7 +33,10 @@ type ControllerContext struct {
 	// Events is the shared event broadcaster; controllers make recorders
 	// from it.
 	Events record.EventBroadcaster
-	// Cloud is the guarded provider.
+	// Cloud is the guarded provider: this controller's own view of the
+	// guard, so the results of its detached calls come back to its OnResult
+	// callbacks alone. It tells objects about hung calls with Warning
+	// events under the controller's name.
 	Cloud *cloud.Guard
 	// Options are the command-line options, read-only.
 	Options *Options
@@ -104,11 +107,7 @@ func newNodeLifecycleController(ctx context.Context, cc ControllerContext) (Cont
 	if err != nil {
 		return nil, err
 	}
-	instances, ok := cc.Cloud.InstancesV2()
-	if !ok {
-		return nil, fmt.Errorf("%s: cloud provider %q does not support InstancesV2", nodelifecycle.Name, cc.Cloud.ProviderName())
-	}
-	c, err := nodelifecycle.New(ctx, client, cc.Informers.Core().V1().Nodes(), instances, recorder, nodelifecycle.Config{
+	c, err := nodelifecycle.New(ctx, client, cc.Informers.Core().V1().Nodes(), cc.Cloud, recorder, nodelifecycle.Config{
 		MonitorPeriod:       cc.Options.NodeMonitorPeriod,
 		DeletionGracePeriod: cc.Options.NodeDeletionGracePeriod,
 		Workers:             int(cc.Options.ConcurrentNodeLifecycleSyncs),

@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
-	"k8s.io/apimachinery/pkg/util/wait"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -24,6 +23,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/ccmkit/ccmkit/cloud"
+	"github.com/ccmkit/ccmkit/controllers/internal/worker"
 )
 
 // Name is the controller's name in --controllers.
@@ -46,7 +46,7 @@ type Controller struct {
 	synced    cache.InformerSynced
 	instances cloudprovider.InstancesV2
 	recorder  record.EventRecorder
-	queue     workqueue.TypedRateLimitingInterface[string]
+	queue     *worker.Queue
 	cfg       Config
 }
 
@@ -64,10 +64,7 @@ func New(ctx context.Context, client kubernetes.Interface, nodes coreinformers.N
 		instances: instances,
 		recorder:  recorder,
 		cfg:       cfg,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: Name},
-		),
+		queue:     worker.New(Name, "node", workqueue.DefaultTypedControllerRateLimiter[string]()),
 	}
 	_, err := nodes.Informer().AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.onAdd,
@@ -113,7 +110,7 @@ func (c *Controller) onUpdate(oldObj, newObj any) {
 	}
 }
 
-// Run runs workers until ctx is done.
+// Run runs workers until ctx is done and they have stopped.
 func (c *Controller) Run(ctx context.Context) {
 	defer utilruntime.HandleCrashWithContext(ctx)
 	defer c.queue.ShutDown()
@@ -123,40 +120,7 @@ func (c *Controller) Run(ctx context.Context) {
 	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.synced) {
 		return
 	}
-	for range c.cfg.Workers {
-		go wait.UntilWithContext(ctx, c.worker, time.Second)
-	}
-	<-ctx.Done()
-}
-
-func (c *Controller) worker(ctx context.Context) {
-	for c.processNext(ctx) {
-	}
-}
-
-func (c *Controller) processNext(ctx context.Context) bool {
-	name, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(name)
-	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues("node", name))
-	next, err := c.sync(ctx, name)
-	if err == nil {
-		c.queue.Forget(name)
-		if next > 0 {
-			c.queue.AddAfter(name, next)
-		}
-		return true
-	}
-	if after, ok := cloud.RetryAfter(err); ok && after > 0 {
-		klog.FromContext(ctx).V(4).Info("Cloud asked to retry later", "after", after, "err", err)
-		c.queue.AddAfter(name, after)
-		return true
-	}
-	klog.FromContext(ctx).V(2).Info("Sync failed, retrying with back-off", "err", err)
-	c.queue.AddRateLimited(name)
-	return true
+	c.queue.Run(ctx, c.cfg.Workers, c.sync)
 }
 
 // sync initialises or refreshes one Node. It returns when to refresh the

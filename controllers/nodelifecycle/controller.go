@@ -27,6 +27,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/ccmkit/ccmkit/cloud"
+	"github.com/ccmkit/ccmkit/controllers/internal/worker"
 )
 
 // Name is the controller's name in --controllers.
@@ -67,7 +68,7 @@ type Controller struct {
 	synced    cache.InformerSynced
 	instances cloudprovider.InstancesV2
 	recorder  record.EventRecorder
-	queue     workqueue.TypedRateLimitingInterface[string]
+	queue     *worker.Queue
 	cfg       Config
 	// now is the clock of the grace period; tests replace it.
 	now func() time.Time
@@ -82,14 +83,15 @@ type Controller struct {
 	goneSince map[string]goneObservation
 }
 
-// New wires the controller onto the shared Node informer. instances is the
-// guarded InstancesV2 (cloud.Guard.InstancesV2).
-func New(ctx context.Context, client kubernetes.Interface, nodes coreinformers.NodeInformer, instances cloudprovider.InstancesV2, recorder record.EventRecorder, cfg Config) (*Controller, error) {
+// New wires the controller onto the shared Node informer. It fails when the
+// provider offers no InstancesV2.
+func New(ctx context.Context, client kubernetes.Interface, nodes coreinformers.NodeInformer, guard *cloud.Guard, recorder record.EventRecorder, cfg Config) (*Controller, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
-	if instances == nil {
-		return nil, fmt.Errorf("%s: no InstancesV2 to ask the cloud with", Name)
+	instances, ok := guard.InstancesV2()
+	if !ok {
+		return nil, fmt.Errorf("%s: cloud provider %q does not support InstancesV2", Name, guard.ProviderName())
 	}
 	c := &Controller{
 		client:    client,
@@ -101,10 +103,8 @@ func New(ctx context.Context, client kubernetes.Interface, nodes coreinformers.N
 		now:       time.Now,
 		pending:   sets.New[string](),
 		goneSince: map[string]goneObservation{},
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.NewTypedItemExponentialFailureRateLimiter[string](cfg.MonitorPeriod, maxRetryPeriods*cfg.MonitorPeriod),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: Name},
-		),
+		queue: worker.New(Name, "node",
+			workqueue.NewTypedItemExponentialFailureRateLimiter[string](cfg.MonitorPeriod, maxRetryPeriods*cfg.MonitorPeriod)),
 	}
 	logger := klog.FromContext(ctx)
 	// Nodes are queued by the periodic scan, not by events; only a deleted
@@ -115,6 +115,8 @@ func New(ctx context.Context, client kubernetes.Interface, nodes coreinformers.N
 	if err != nil {
 		return nil, fmt.Errorf("%s: adding Node event handler: %w", Name, err)
 	}
+	// A detached instance call that returns brings its Node back.
+	guard.OnResult(cloud.KindNode, c.queue.Add)
 	return c, nil
 }
 
@@ -151,12 +153,8 @@ func (c *Controller) Run(ctx context.Context) {
 		return
 	}
 	var wg sync.WaitGroup
-	for range c.cfg.Workers {
-		wg.Go(func() { wait.UntilWithContext(ctx, c.worker, time.Second) })
-	}
 	wg.Go(func() { wait.UntilWithContext(ctx, c.scan, c.cfg.MonitorPeriod) })
-	<-ctx.Done()
-	c.queue.ShutDown()
+	c.queue.Run(ctx, c.cfg.Workers, c.check)
 	wg.Wait()
 }
 
@@ -195,40 +193,18 @@ func (c *Controller) scan(ctx context.Context) {
 	logger.V(4).Info("Scanned Nodes", "nodes", len(nodes), "queued", queued, "pending", c.pending.Len())
 }
 
-func (c *Controller) worker(ctx context.Context) {
-	for c.processNext(ctx) {
-	}
-}
-
-// processNext checks one Node. A Node stays pending while it waits for a
-// retry: after a retry-after from the guard (call in progress, guard
-// saturated, throttled) as long as asked, after another error with a
-// back-off from one monitor period up to maxRetryPeriods of them.
-func (c *Controller) processNext(ctx context.Context) bool {
-	name, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(name)
-	logger := klog.FromContext(ctx).WithValues("node", klog.KRef("", name))
-	ctx = klog.NewContext(ctx, logger)
-
+// check checks one Node. A Node stays pending while it waits for a retry:
+// after a retry-after from the guard (call in progress, guard saturated,
+// throttled) as long as asked, after another error with a back-off from one
+// monitor period up to maxRetryPeriods of them.
+func (c *Controller) check(ctx context.Context, name string) (time.Duration, error) {
 	err := c.sync(ctx, name)
-	after, retryAfter := cloud.RetryAfter(err)
-	switch {
-	case err == nil:
-		c.queue.Forget(name)
+	if err == nil {
 		c.mu.Lock()
 		c.pending.Delete(name)
 		c.mu.Unlock()
-	case retryAfter && after > 0:
-		logger.V(4).Info("Cloud asked to check again later", "after", after, "err", err)
-		c.queue.AddAfter(name, after)
-	default:
-		logger.V(2).Info("Check failed, retrying with back-off", "err", err)
-		c.queue.AddRateLimited(name)
 	}
-	return true
+	return 0, err
 }
 
 // sync checks one Node. It reads the Node from the lister and never

@@ -81,10 +81,9 @@ func newFixture(t *testing.T, opts cloud.Options, nodes ...*v1.Node) *fixture {
 	t.Cleanup(fc.Close)
 	guard := cloud.New(fc, opts)
 	t.Cleanup(guard.Close)
-	instances, _ := guard.InstancesV2()
 	informer := informers.NewSharedInformerFactory(client, 0).Core().V1().Nodes()
 	events := record.NewFakeRecorder(100)
-	c, err := New(ctx, client, informer, instances, events, Config{MonitorPeriod: time.Second, DeletionGracePeriod: unitGrace, Workers: 2})
+	c, err := New(ctx, client, informer, guard, events, Config{MonitorPeriod: time.Second, DeletionGracePeriod: unitGrace, Workers: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -823,7 +822,7 @@ func TestPendingNotQueuedTwice(t *testing.T) {
 		t.Fatalf("queue length %d after two scans, want 3", got)
 	}
 	for range 3 {
-		f.c.processNext(f.ctx)
+		f.c.queue.Next(f.ctx, f.c.check)
 	}
 	if got := pendingNodes(f.c); !slices.Equal(got, []string{"failing", "in-progress"}) {
 		t.Errorf("pending %q, want the two waiting for a retry", got)
@@ -885,19 +884,33 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	client := k8sfake.NewClientset()
 	informer := informers.NewSharedInformerFactory(client, 0).Core().V1().Nodes()
-	if _, err := New(ctx, client, informer, &stubInstances{}, record.NewFakeRecorder(1), good); err != nil {
+	fc, err := fake.New(&fake.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(fc.Close)
+	guard := cloud.New(fc, cloud.Options{})
+	t.Cleanup(guard.Close)
+	if _, err := New(ctx, client, informer, guard, record.NewFakeRecorder(1), good); err != nil {
 		t.Fatalf("good config: %v", err)
 	}
-	if _, err := New(ctx, client, informer, nil, record.NewFakeRecorder(1), good); err == nil {
+	noInstances := cloud.New(withoutInstances{fc}, cloud.Options{})
+	t.Cleanup(noInstances.Close)
+	if _, err := New(ctx, client, informer, noInstances, record.NewFakeRecorder(1), good); err == nil {
 		t.Error("no InstancesV2: no error")
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := good
 			tt.cfg(&cfg)
-			if _, err := New(ctx, client, informer, &stubInstances{}, record.NewFakeRecorder(1), cfg); err == nil {
+			if _, err := New(ctx, client, informer, guard, record.NewFakeRecorder(1), cfg); err == nil {
 				t.Errorf("config %+v: no error", cfg)
 			}
 		})
 	}
 }
+
+// withoutInstances is a provider that offers no InstancesV2.
+type withoutInstances struct{ cloudprovider.Interface }
+
+func (withoutInstances) InstancesV2() (cloudprovider.InstancesV2, bool) { return nil, false }

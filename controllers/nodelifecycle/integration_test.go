@@ -108,13 +108,12 @@ func startEnv(t *testing.T, cp *harness.ControlPlane, label string, workers int)
 	t.Cleanup(fc.Close)
 	guard := cloud.New(fc, cloud.Options{CallTimeout: time.Second, DetachAfter: period})
 	t.Cleanup(guard.Close)
-	instances, _ := guard.InstancesV2()
 
 	factory := informers.NewSharedInformerFactoryWithOptions(cp.Client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.LabelSelector = testLabel + "=" + label
 	}))
 	events := &timedRecorder{}
-	c, err := New(ctx, cp.Client, factory.Core().V1().Nodes(), instances, events, Config{MonitorPeriod: period, DeletionGracePeriod: grace, Workers: workers})
+	c, err := New(ctx, cp.Client, factory.Core().V1().Nodes(), guard, events, Config{MonitorPeriod: period, DeletionGracePeriod: grace, Workers: workers})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -454,12 +453,11 @@ func TestIntegration(t *testing.T) {
 		t.Cleanup(fc.Close)
 		guard := cloud.New(fc, cloud.Options{CallTimeout: time.Second, DetachAfter: period})
 		t.Cleanup(guard.Close)
-		instances, _ := guard.InstancesV2()
 		// An informer that is never started: its cache holds what the test
 		// puts there, a Node the apiserver no longer has.
 		informer := informers.NewSharedInformerFactory(cp.Client, 0).Core().V1().Nodes()
 		events := &timedRecorder{}
-		c, err := New(ctx, cp.Client, informer, instances, events, Config{MonitorPeriod: period, DeletionGracePeriod: grace, Workers: 1})
+		c, err := New(ctx, cp.Client, informer, guard, events, Config{MonitorPeriod: period, DeletionGracePeriod: grace, Workers: 1})
 		if err != nil {
 			t.Fatal(err)
 		}

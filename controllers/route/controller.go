@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -27,6 +26,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/ccmkit/ccmkit/cloud"
+	"github.com/ccmkit/ccmkit/controllers/internal/worker"
 )
 
 // Name is the controller's name in --controllers.
@@ -68,7 +68,7 @@ type Controller struct {
 	synced   cache.InformerSynced
 	routes   cloudprovider.Routes
 	recorder record.EventRecorder
-	queue    workqueue.TypedRateLimitingInterface[string]
+	queue    *worker.Queue
 	cfg      Config
 	// slots bound the route calls in flight.
 	slots chan struct{}
@@ -114,17 +114,14 @@ func New(ctx context.Context, client kubernetes.Interface, nodes coreinformers.N
 		cfg.Workers = 1
 	}
 	c := &Controller{
-		client:   client,
-		nodes:    nodes.Lister(),
-		synced:   nodes.Informer().HasSynced,
-		routes:   routes,
-		recorder: recorder,
-		cfg:      cfg,
-		slots:    make(chan struct{}, cfg.Workers),
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.NewTypedItemExponentialFailureRateLimiter[string](minRetryDelay, maxRetryDelay),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: Name},
-		),
+		client:     client,
+		nodes:      nodes.Lister(),
+		synced:     nodes.Informer().HasSynced,
+		routes:     routes,
+		recorder:   recorder,
+		cfg:        cfg,
+		slots:      make(chan struct{}, cfg.Workers),
+		queue:      worker.New(Name, "", workqueue.NewTypedItemExponentialFailureRateLimiter[string](minRetryDelay, maxRetryDelay)),
 		busy:       map[string]bool{},
 		failures:   map[string]*failure{},
 		present:    map[string]string{},
@@ -172,36 +169,9 @@ func (c *Controller) Run(ctx context.Context) {
 		return
 	}
 	c.queue.Add(reconcileKey)
-	go wait.UntilWithContext(ctx, c.worker, time.Second)
-	<-ctx.Done()
+	// One worker reconciles; the route calls run on the task slots.
+	c.queue.Run(ctx, 1, func(ctx context.Context, _ string) (time.Duration, error) { return c.reconcile(ctx) })
 	c.tasks.Wait()
-}
-
-func (c *Controller) worker(ctx context.Context) {
-	for c.processNext(ctx) {
-	}
-}
-
-func (c *Controller) processNext(ctx context.Context) bool {
-	key, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(key)
-	next, err := c.reconcile(ctx)
-	if err != nil {
-		if after, ok := cloud.RetryAfter(err); ok && after > 0 {
-			klog.FromContext(ctx).V(4).Info("Retrying later", "after", after, "err", err)
-			c.queue.AddAfter(key, after)
-			return true
-		}
-		klog.FromContext(ctx).V(2).Info("Reconciliation failed, retrying with back-off", "err", err)
-		c.queue.AddRateLimited(key)
-		return true
-	}
-	c.queue.Forget(key)
-	c.queue.AddAfter(key, next)
-	return true
 }
 
 // desiredRoute is a route a Node should have.
@@ -397,7 +367,7 @@ func (c *Controller) done(ctx context.Context, t *task, err error, creating bool
 	case waiting:
 		// The call goes on in the background; the guard triggers a
 		// reconciliation when it returns. A fence says when to look again.
-		if after, ok := cloud.RetryAfter(err); ok {
+		if after, ok := cloud.RetryAfter(err); ok && errors.Is(err, cloud.ErrFenced) {
 			retry = after
 		}
 	case saturated:

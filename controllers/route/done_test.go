@@ -13,6 +13,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/ccmkit/ccmkit/cloud"
+	"github.com/ccmkit/ccmkit/controllers/internal/worker"
 )
 
 // bareController is a Controller without informers, for the bookkeeping
@@ -22,10 +23,9 @@ func bareController(t *testing.T) (*Controller, *fake.Clientset, *record.FakeRec
 	client := fake.NewClientset()
 	recorder := record.NewFakeRecorder(10)
 	c := &Controller{
-		client:   client,
-		recorder: recorder,
-		queue: workqueue.NewTypedRateLimitingQueue(
-			workqueue.NewTypedItemExponentialFailureRateLimiter[string](minRetryDelay, maxRetryDelay)),
+		client:     client,
+		recorder:   recorder,
+		queue:      worker.New("test", "", workqueue.NewTypedItemExponentialFailureRateLimiter[string](minRetryDelay, maxRetryDelay)),
 		busy:       map[string]bool{},
 		failures:   map[string]*failure{},
 		present:    map[string]string{},

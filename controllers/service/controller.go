@@ -27,6 +27,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/ccmkit/ccmkit/cloud"
+	"github.com/ccmkit/ccmkit/controllers/internal/worker"
 )
 
 // Name is the controller's name in --controllers.
@@ -63,7 +64,7 @@ type Controller struct {
 	synced   []cache.InformerSynced
 	balancer cloudprovider.LoadBalancer
 	recorder record.EventRecorder
-	queue    workqueue.TypedRateLimitingInterface[string]
+	queue    *worker.Queue
 	cfg      Config
 
 	// nodesDirty holds a mark when Nodes changed since the last
@@ -109,10 +110,7 @@ func New(ctx context.Context, client kubernetes.Interface, services coreinformer
 		cfg:        cfg,
 		nodesDirty: make(chan struct{}, 1),
 		state:      map[string]*lbState{},
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.NewTypedItemExponentialFailureRateLimiter[string](minRetryDelay, maxRetryDelay),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: Name},
-		),
+		queue:      worker.New(Name, "service", workqueue.NewTypedItemExponentialFailureRateLimiter[string](minRetryDelay, maxRetryDelay)),
 	}
 	logger := klog.FromContext(ctx)
 	_, err := services.Informer().AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
@@ -198,11 +196,8 @@ func (c *Controller) Run(ctx context.Context) {
 	case <-c.nodesDirty:
 	default:
 	}
-	for range c.cfg.Workers {
-		go wait.UntilWithContext(ctx, c.worker, time.Second)
-	}
 	go wait.UntilWithContext(ctx, c.watchNodeSet, time.Second)
-	<-ctx.Done()
+	c.queue.Run(ctx, c.cfg.Workers, c.sync)
 }
 
 // watchNodeSet recomputes the eligible node set when Nodes changed, at most
@@ -256,43 +251,6 @@ func (c *Controller) enqueueChangedHosts(ctx context.Context) {
 	for _, key := range keys {
 		c.queue.Add(key)
 	}
-}
-
-func (c *Controller) worker(ctx context.Context) {
-	for c.processNext(ctx) {
-	}
-}
-
-func (c *Controller) processNext(ctx context.Context) bool {
-	key, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(key)
-	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues("service", key))
-	next, err := c.sync(ctx, key)
-	if err == nil {
-		c.queue.Forget(key)
-		if next > 0 {
-			c.queue.AddAfter(key, next)
-		}
-		return true
-	}
-	if errors.Is(err, cloud.ErrInProgress) {
-		// The guard re-enqueues the Service when the call returns or
-		// reaches its deadline (OnResult); a timer of its own would fire
-		// after that, cutting a failure's back-off short.
-		klog.FromContext(ctx).V(4).Info("Cloud call in progress, waiting for its result", "err", err)
-		return true
-	}
-	if after, ok := cloud.RetryAfter(err); ok && after > 0 {
-		klog.FromContext(ctx).V(4).Info("Retrying later", "after", after, "err", err)
-		c.queue.AddAfter(key, after)
-		return true
-	}
-	klog.FromContext(ctx).V(2).Info("Sync failed, retrying with back-off", "err", err)
-	c.queue.AddRateLimited(key)
-	return true
 }
 
 // sync brings one Service's load balancer in line. It returns when the
