@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -175,9 +176,11 @@ func Run(ctx context.Context, o *Options) error {
 		}
 	}
 
-	lead := func(ctx context.Context) { runControllers(ctx, o, restConfig, client, provider, state) }
+	lead := func(ctx context.Context, lease *leaderelection.Lease) {
+		runControllers(ctx, o, restConfig, provider, state, lease)
+	}
 	if !o.LeaderElection.LeaderElect {
-		lead(ctx)
+		lead(ctx, nil)
 		return nil
 	}
 	identity, err := leaderelection.NewIdentity()
@@ -236,16 +239,30 @@ func newProvider(o *Options) (provider cloudprovider.Interface, err error) {
 
 // runControllers runs while this process leads: it initialises the provider,
 // builds the enabled controllers on one shared informer factory, starts the
-// informers and runs the controllers until ctx is done.
-func runControllers(ctx context.Context, o *Options, restConfig *restclient.Config, client kubernetes.Interface, provider cloudprovider.Interface, state *runState) {
+// informers and runs the controllers until ctx is done. Every write to the
+// apiserver and every mutating cloud call first checks that the Lease is
+// still held (lease is nil without leader election).
+func runControllers(ctx context.Context, o *Options, restConfig *restclient.Config, provider cloudprovider.Interface, state *runState, lease *leaderelection.Lease) {
 	logger := klog.FromContext(ctx)
+	restConfig = fenceWrites(restConfig, lease.Held)
+	client, err := kubernetes.NewForConfig(restConfig)
+	if err != nil {
+		utilruntime.HandleErrorWithContext(ctx, err, "Building the controllers' client")
+		state.controllerFailed("all (building their client failed)")
+		<-ctx.Done()
+		return
+	}
 	var builder clientbuilder.ControllerClientBuilder = clientbuilder.SimpleControllerClientBuilder{ClientConfig: restConfig}
 	if o.UseServiceAccountCredentials {
-		builder = clientbuilder.NewDynamicClientBuilder(restclient.AnonymousClientConfig(restConfig), client.CoreV1(), metav1.NamespaceSystem)
+		// The anonymous copy drops the write fence; the builder's clients
+		// are made from this one and keep it.
+		anonymous := fenceWrites(restclient.AnonymousClientConfig(restConfig), lease.Held)
+		builder = clientbuilder.NewDynamicClientBuilder(anonymous, client.CoreV1(), metav1.NamespaceSystem)
 	}
 	provider.Initialize(builder, ctx.Done())
 	guard := cloud.New(provider, o.Cloud)
 	defer guard.Close()
+	guard.RequireLease(lease.Held)
 	state.setGuard(guard)
 
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(StripUnused))
@@ -293,6 +310,31 @@ func runControllers(ctx context.Context, o *Options, restConfig *restclient.Conf
 	<-ctx.Done()
 	wg.Wait()
 	factory.Shutdown()
+}
+
+// fenceWrites returns a copy of config whose requests that write (every
+// method but GET, HEAD and OPTIONS) fail without being sent when held
+// fails: a process that cannot prove it holds the Lease writes nothing.
+func fenceWrites(config *restclient.Config, held func() error) *restclient.Config {
+	config = restclient.CopyConfig(config)
+	config.Wrap(func(rt http.RoundTripper) http.RoundTripper { return writeFence{next: rt, held: held} })
+	return config
+}
+
+type writeFence struct {
+	next http.RoundTripper
+	held func() error
+}
+
+func (w writeFence) RoundTrip(req *http.Request) (*http.Response, error) {
+	switch req.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+	default:
+		if err := w.held(); err != nil {
+			return nil, fmt.Errorf("%s %s not sent: %w", req.Method, req.URL.Path, err)
+		}
+	}
+	return w.next.RoundTrip(req)
 }
 
 // runController runs c and turns a panic into an error, so one controller's

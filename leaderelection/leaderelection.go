@@ -4,8 +4,10 @@
 //
 // Beyond client-go's LeaderElector it watches the Lease, so a standby takes a
 // released Lease within moments instead of at its next retry (up to
-// 2.2 x --leader-elect-retry-period later), and it stops the leader's work
-// before it releases the Lease, so two leaders never act at once.
+// 2.2 x --leader-elect-retry-period later); it stops the leader's work
+// before it releases the Lease; and it gives the leader a Lease whose Held
+// tells, before every write, whether the hold can still be proven, so a
+// leader that was paused past the Lease's duration never acts again.
 package leaderelection
 
 import (
@@ -67,14 +69,16 @@ func NewWatchDog(timeout time.Duration) *leaderelection.HealthzAdaptor {
 }
 
 // Run campaigns for the Lease until ctx is done. While leading it runs lead
-// with a context that ends when ctx ends or the Lease is lost. On shutdown
-// (ctx done) it waits for lead to return, releases the Lease and returns
-// nil; when the Lease is lost it returns ErrLost at once.
-func Run(ctx context.Context, cfg Config, lead func(ctx context.Context)) error {
+// with a context that ends when ctx ends or the Lease is lost, and the
+// Lease, whose Held lead's writers check. On shutdown (ctx done) it waits
+// for lead to return, releases the Lease and returns nil; when the Lease is
+// lost, or its hold can no longer be proven, it returns ErrLost at once.
+func Run(ctx context.Context, cfg Config, lead func(ctx context.Context, lease *Lease)) error {
 	logger := klog.FromContext(ctx).WithName("leaderelection")
 	released := watchReleases(ctx, cfg)
+	lease := newLease(cfg.LeaseDuration)
 	for {
-		led, err := campaign(ctx, cfg, lead, released)
+		led, err := campaign(ctx, cfg, lease, lead, released)
 		switch {
 		case err != nil:
 			return err
@@ -90,12 +94,12 @@ func Run(ctx context.Context, cfg Config, lead func(ctx context.Context)) error 
 
 // campaign runs one LeaderElector until it stops leading, ctx ends, or
 // (while not leading) the Lease is seen released. It reports whether it led.
-func campaign(ctx context.Context, cfg Config, lead func(context.Context), released <-chan struct{}) (bool, error) {
-	lock := &resourcelock.LeaseLock{
+func campaign(ctx context.Context, cfg Config, lease *Lease, lead func(context.Context, *Lease), released <-chan struct{}) (bool, error) {
+	lock := &recordingLock{lease: lease, Interface: &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Namespace: cfg.Namespace, Name: cfg.Name},
 		Client:     cfg.Client.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: cfg.Identity},
-	}
+	}}
 	// The elector gets its own context so that on shutdown the Lease is
 	// released only after lead has returned.
 	electCtx, stopElecting := context.WithCancel(context.WithoutCancel(ctx))
@@ -120,7 +124,12 @@ func campaign(ctx context.Context, cfg Config, lead func(context.Context), relea
 				defer cancel()
 				stop := context.AfterFunc(ctx, cancel)
 				defer stop()
-				lead(runCtx)
+				go lease.watch(runCtx, func() {
+					klog.FromContext(ctx).Info("Cannot prove this process still holds the Lease, stopping at once", "lease", klog.KRef(cfg.Namespace, cfg.Name), "reason", lease.Held())
+					cancel()
+					stopElecting()
+				})
+				lead(runCtx, lease)
 			},
 			OnStoppedLeading: func() {},
 		},

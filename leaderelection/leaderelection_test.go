@@ -36,7 +36,7 @@ func startCandidate(ctx context.Context, t *testing.T, client kubernetes.Interfa
 	cfg.Client, cfg.Namespace, cfg.Name, cfg.Identity = client, "kube-system", "test-lease", name
 	var once sync.Once
 	go func() {
-		c.done <- Run(ctx, cfg, func(ctx context.Context) {
+		c.done <- Run(ctx, cfg, func(ctx context.Context, _ *Lease) {
 			once.Do(func() { close(c.started) })
 			<-ctx.Done()
 			close(c.returned)

@@ -2,12 +2,14 @@ package fake
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/netip"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -80,6 +82,7 @@ type Cloud struct {
 	closeOnce sync.Once
 
 	admin     *http.Server
+	callLog   *os.File // guarded by mu
 	adminAddr string
 }
 
@@ -128,6 +131,13 @@ func New(cfg *Config) (*Cloud, error) {
 			return nil, err
 		}
 	}
+	if cfg.CallLog != "" {
+		f, err := os.OpenFile(cfg.CallLog, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("callLog: %w", err)
+		}
+		c.callLog = f
+	}
 	if cfg.AdminAddress != "" {
 		if err := c.serveAdmin(cfg.AdminAddress); err != nil {
 			return nil, err
@@ -142,6 +152,12 @@ func (c *Cloud) Close() {
 		close(c.closed)
 		if c.admin != nil {
 			_ = c.admin.Close()
+		}
+		if c.callLog != nil {
+			c.mu.Lock()
+			_ = c.callLog.Close()
+			c.callLog = nil
+			c.mu.Unlock()
 		}
 	})
 }
@@ -213,6 +229,10 @@ func (c *Cloud) call(ctx context.Context, method, object, overlapKey string, fn 
 		rec.Error = err.Error()
 	}
 	c.calls = append(c.calls, rec)
+	if c.callLog != nil {
+		line, _ := json.Marshal(rec)
+		_, _ = c.callLog.Write(append(line, '\n'))
+	}
 	if len(c.calls) > maxCallRecords {
 		c.calls = slices.Delete(c.calls, 0, len(c.calls)-maxCallRecords)
 	}

@@ -44,6 +44,10 @@ type Config struct {
 	// AdminAddress is the loopback host:port of the admin HTTP API; empty
 	// for none.
 	AdminAddress string `json:"adminAddress,omitempty"`
+	// CallLog is a file that every call is appended to, as a JSON line
+	// (a CallRecord) when it returns, so a test can read what a process
+	// asked of the cloud after the process has gone; empty for none.
+	CallLog string `json:"callLog,omitempty"`
 }
 
 // Instance is a virtual machine of the fake cloud.

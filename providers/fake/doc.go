@@ -20,6 +20,7 @@
 //	routes: [{name: r1, targetNode: node-1, destinationCIDR: 10.244.1.0/24}]
 //	faults: [{method: EnsureLoadBalancer, object: "default/*", latency: 2s, count: 3}]
 //	adminAddress: 127.0.0.1:8081  # loopback only
+//	callLog: /tmp/fake-calls.jsonl  # every call as a JSON line, when it returns
 //
 // The admin API (JSON over HTTP, loopback only):
 //

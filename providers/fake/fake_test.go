@@ -2,11 +2,13 @@ package fake
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -522,5 +524,36 @@ func TestRegistered(t *testing.T) {
 	p.(*Cloud).Close()
 	if _, err := cloudprovider.GetCloudProvider(ProviderName, strings.NewReader("bogus: 1")); err == nil {
 		t.Error("bad config through the factory: want an error")
+	}
+}
+
+func TestCallLog(t *testing.T) {
+	path := t.TempDir() + "/calls.jsonl"
+	c, err := New(&Config{Instances: []Instance{{Name: "n1"}}, CallLog: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}
+	if _, err := c.InstanceExists(context.Background(), node); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.InstanceExists(context.Background(), &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gone"}}); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("call log has %d lines, want 2:\n%s", len(lines), data)
+	}
+	var rec CallRecord
+	if err := json.Unmarshal([]byte(lines[0]), &rec); err != nil {
+		t.Fatal(err)
+	}
+	if rec.Method != "InstanceExists" || rec.Object != "n1" || rec.Start.IsZero() {
+		t.Errorf("first record %+v, want InstanceExists of n1 with its start", rec)
 	}
 }
