@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -95,5 +96,52 @@ func TestOutOfTreeProviderExample(t *testing.T) {
 	}
 	if len(ingress) != 1 || ingress[0].IP != "203.0.113.10" {
 		t.Errorf("ingress %+v, want the toy's 203.0.113.10", ingress)
+	}
+}
+
+// TestPublicPackagesImportFromAnotherModule builds, in a module of its own
+// beside the example, a program that imports the packages a binary built
+// on ccmkit uses: app, cloud and leaderelection. A package moved under
+// internal/ fails to build here.
+func TestPublicPackagesImportFromAnotherModule(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a program in another module")
+	}
+	example := filepath.Join(repoRoot(t), "examples", "out-of-tree-provider")
+	dir := t.TempDir()
+	goMod, err := os.ReadFile(filepath.Join(example, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	goMod = []byte(strings.Replace(string(goMod), "=> ../..", "=> "+repoRoot(t), 1))
+	goMod = []byte(strings.Replace(string(goMod), "module github.com/ccmkit/ccmkit/examples/out-of-tree-provider", "module example.com/importer", 1))
+	goSum, err := os.ReadFile(filepath.Join(example, "go.sum"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	program := `package main
+
+import (
+	"fmt"
+
+	"github.com/ccmkit/ccmkit/app"
+	"github.com/ccmkit/ccmkit/cloud"
+	"github.com/ccmkit/ccmkit/leaderelection"
+)
+
+func main() {
+	fmt.Println(app.NewOptions() != nil, cloud.DefaultOptions().DetachAfter, leaderelection.ErrLost)
+}
+`
+	for name, data := range map[string][]byte{"go.mod": goMod, "go.sum": goSum, "main.go": []byte(program)} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	build := exec.CommandContext(t.Context(), "go", "build", "-o", filepath.Join(dir, "importer"), ".")
+	build.Dir = dir
+	build.Env = append(os.Environ(), "GOFLAGS=-mod=mod")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building a program that imports app, cloud and leaderelection from another module: %v\n%s", err, out)
 	}
 }
