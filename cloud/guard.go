@@ -197,8 +197,8 @@ type call struct {
 	ref      runtime.Object
 	recorder record.EventRecorder
 	logger   klog.Logger
-	done        chan struct{} // closed when the provider returned
-	expired     chan struct{} // closed when the deadline passed first
+	done     chan struct{} // closed when the provider returned
+	expired  chan struct{} // closed when the deadline passed first
 
 	res any
 	err error
