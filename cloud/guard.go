@@ -158,6 +158,7 @@ type shared struct {
 	backoff    time.Duration
 	pauseTill  time.Time
 	leaseCheck func() error
+	latency    map[string]*latencies // by method
 }
 
 var _ cloudprovider.Interface = (*Guard)(nil)
@@ -208,6 +209,7 @@ type call struct {
 	abandoned  bool // past the deadline, not returned
 	fenceNoted bool // a call refused by this one's fence was told about
 	deadline   *time.Timer
+	slowTimer  *time.Timer // tells about a released call at the detach window
 }
 
 // New wraps provider. The provider must already be initialised. The Guard
@@ -224,6 +226,7 @@ func New(provider cloudprovider.Interface, opts Options) *Guard {
 		kept:      map[callKey]*keptResult{},
 		perMethod: map[string]int{},
 		callbacks: map[callbackKey][]func(string){},
+		latency:   map[string]*latencies{},
 	}
 	if opts.QPS > 0 {
 		s.limiter = rate.NewLimiter(rate.Limit(opts.QPS), opts.Burst)
@@ -487,17 +490,46 @@ func (g *Guard) startLocked(ctx context.Context, ck callKey, r request, fn func(
 }
 
 // wait holds the caller until the call returns, its deadline passes or the
-// detach window ends, whichever is first.
+// detach window ends, whichever is first; or, when the caller has other
+// work waiting, until the call has run as long as the method's calls
+// usually take (release.go).
 func (g *Guard) wait(ctx context.Context, c *call) (any, error) {
 	window := time.NewTimer(g.opts.DetachAfter)
 	defer window.Stop()
+	var (
+		release  *time.Timer
+		releaseC <-chan time.Time
+	)
+	waiting, after := waitingWork(ctx), time.Duration(0)
+	if waiting != nil {
+		if after = g.releaseAfter(c.key.method); after < g.opts.DetachAfter {
+			release = time.NewTimer(after)
+			defer release.Stop()
+			releaseC = release.C
+		}
+	}
 	var ctxErr error
-	select {
-	case <-c.done:
-	case <-c.expired:
-	case <-window.C:
-	case <-ctx.Done():
-		ctxErr = ctx.Err()
+	released := false
+wait:
+	for {
+		select {
+		case <-c.done:
+			break wait
+		case <-c.expired:
+			break wait
+		case <-window.C:
+			break wait
+		case <-ctx.Done():
+			ctxErr = ctx.Err()
+			break wait
+		case <-releaseC:
+			if waiting() {
+				released = true
+				break wait
+			}
+			// No work waits yet: look again at a quarter of the wait.
+			release.Reset(max(after/4, minRelease))
+		}
 	}
 
 	g.mu.Lock()
@@ -514,14 +546,36 @@ func (g *Guard) wait(ctx context.Context, c *call) (any, error) {
 	c.detached = true
 	g.detached++
 	g.setGaugesLocked()
-	g.mu.Unlock()
+	// The call is told about once it has run for the detach window, not
+	// when a worker with other work waiting was released early.
+	if slowIn := time.Until(c.start.Add(g.opts.DetachAfter)); slowIn > 0 {
+		c.slowTimer = time.AfterFunc(slowIn, func() { g.tellSlow(c) })
+		g.mu.Unlock()
+	} else {
+		g.mu.Unlock()
+		g.tellSlow(c)
+	}
 	g.count(c.key.method, ResultDetached)
-	klog.FromContext(ctx).Info("Cloud call has not returned, going on in the background", "method", c.key.method, "kind", c.key.obj.kind, "key", c.key.obj.key, "after", g.opts.DetachAfter, "deadline", c.timeout)
-	c.tell(reasonDetached, "%s has not returned after %s; it goes on in the background until it returns or its deadline of %s passes", c.key.method, g.opts.DetachAfter, c.timeout)
+	if released {
+		klog.FromContext(ctx).V(4).Info("Cloud call released to the background: other work waits", "method", c.key.method, "kind", c.key.obj.kind, "key", c.key.obj.key, "after", after)
+	}
 	if ctxErr != nil {
 		return nil, ctxErr
 	}
 	return nil, g.inProgress(c.key.method)
+}
+
+// tellSlow logs a detached call that has run for the detach window and
+// tells its object, unless it has returned or reached its deadline.
+func (g *Guard) tellSlow(c *call) {
+	g.mu.Lock()
+	over := c.returned || c.abandoned
+	g.mu.Unlock()
+	if over {
+		return
+	}
+	c.logger.Info("Cloud call has not returned, going on in the background", "method", c.key.method, "kind", c.key.obj.kind, "key", c.key.obj.key, "after", g.opts.DetachAfter, "deadline", c.timeout)
+	c.tell(reasonDetached, "%s has not returned after %s; it goes on in the background until it returns or its deadline of %s passes", c.key.method, g.opts.DetachAfter, c.timeout)
 }
 
 func (g *Guard) inProgress(method string) error {
@@ -534,6 +588,9 @@ func (g *Guard) finish(c *call) {
 	g.mu.Lock()
 	c.returned = true
 	c.deadline.Stop()
+	if c.slowTimer != nil {
+		c.slowTimer.Stop()
+	}
 	g.inflight--
 	g.perMethod[c.key.method]--
 	if g.active[c.key] == c {
@@ -545,7 +602,11 @@ func (g *Guard) finish(c *call) {
 	if c.abandoned {
 		g.abandoned--
 	} else {
-		requestDuration.WithLabelValues(g.name, c.key.method, classify(c.err)).Observe(time.Since(c.start).Seconds())
+		took := time.Since(c.start)
+		requestDuration.WithLabelValues(g.name, c.key.method, classify(c.err)).Observe(took.Seconds())
+		if c.err == nil {
+			g.noteLatencyLocked(c.key.method, took)
+		}
 		g.noteThrottleLocked(c.err)
 		if c.detached {
 			g.detached--
@@ -571,6 +632,9 @@ func (g *Guard) expire(c *call) {
 	}
 	c.abandoned = true
 	g.abandoned++
+	if c.slowTimer != nil {
+		c.slowTimer.Stop()
+	}
 	if g.active[c.key] == c {
 		delete(g.active, c.key)
 	}

@@ -77,6 +77,9 @@ func (q *Queue) Next(ctx context.Context, syncFn SyncFunc) bool {
 		// Shutting down: what is still queued is not started.
 		return false
 	}
+	// A worker whose cloud call runs long while other keys wait is
+	// released early by the guard; the call goes on in the background.
+	ctx = cloud.WithWaitingWork(ctx, func() bool { return q.Len() > 0 })
 	logger := klog.FromContext(ctx)
 	if q.logKey != "" {
 		logger = logger.WithValues(q.logKey, key)
