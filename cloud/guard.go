@@ -497,16 +497,15 @@ func (g *Guard) wait(ctx context.Context, c *call) (any, error) {
 	window := time.NewTimer(g.opts.DetachAfter)
 	defer window.Stop()
 	var (
-		release  *time.Timer
-		releaseC <-chan time.Time
+		check  *time.Timer
+		checkC <-chan time.Time
+		after  time.Duration
 	)
-	waiting, after := waitingWork(ctx), time.Duration(0)
+	waiting := waitingWork(ctx)
 	if waiting != nil {
-		if after = g.releaseAfter(c.key.method); after < g.opts.DetachAfter {
-			release = time.NewTimer(after)
-			defer release.Stop()
-			releaseC = release.C
-		}
+		check = time.NewTimer(minRelease)
+		defer check.Stop()
+		checkC = check.C
 	}
 	var ctxErr error
 	released := false
@@ -522,13 +521,23 @@ wait:
 		case <-ctx.Done():
 			ctxErr = ctx.Err()
 			break wait
-		case <-releaseC:
-			if waiting() {
+		case <-checkC:
+			// The release time is looked up at every check: the method's
+			// first calls may still be adding to its record.
+			after = g.releaseAfter(c.key.method)
+			ran := time.Since(c.start)
+			if ran >= after && waiting() {
 				released = true
 				break wait
 			}
-			// No work waits yet: look again at a quarter of the wait.
-			release.Reset(max(after/4, minRelease))
+			switch {
+			case after >= g.opts.DetachAfter:
+				check.Reset(releaseRecheck) // no record of the method yet
+			case ran < after:
+				check.Reset(after - ran)
+			default:
+				check.Reset(max(after/4, minRelease)) // no work waits yet
+			}
 		}
 	}
 

@@ -19,13 +19,16 @@ const (
 	latencySamples = 128
 	// minLatencySamples successful calls are needed before a method's calls
 	// are released early.
-	minLatencySamples = 16
+	minLatencySamples = 4
 	// minRelease is the shortest time a call is waited for.
 	minRelease = 10 * time.Millisecond
 	// releasePercentile of the latest successful calls, times releaseFactor,
 	// is how long a call is waited for while other work waits.
 	releasePercentile = 0.95
 	releaseFactor     = 1.25
+	// releaseRecheck is how often a waiting call looks again while its
+	// method has too few calls on record.
+	releaseRecheck = 100 * time.Millisecond
 )
 
 type waitingWorkKey struct{}

@@ -115,3 +115,48 @@ func TestReleaseAfterFollowsTheMethodsLatency(t *testing.T) {
 		t.Errorf("a detach window below the release time: %s, want the window", got)
 	}
 }
+
+// TestReleaseTimeIsLookedUpWhileWaiting: a call that began before its
+// method had a record is released once the record is there.
+func TestReleaseTimeIsLookedUpWhileWaiting(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	release := make(chan struct{})
+	defer close(release)
+	stub := newStub(t, func(ctx context.Context, _, object string) error {
+		if object == "default/hung" {
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+		}
+		return nil
+	})
+	g := New(stub, Options{DetachAfter: 5 * time.Second, LBCallTimeout: time.Minute})
+	defer g.Close()
+	lb, _ := g.LoadBalancer()
+	busy := WithWaitingWork(ctx, func() bool { return true })
+
+	returned := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		_, err := lb.EnsureLoadBalancer(busy, "c", service("hung"), nil)
+		returned <- err
+	}()
+	eventually(t, "the hung call to start", func() bool { return stub.count("EnsureLoadBalancer") == 1 })
+	for range minLatencySamples {
+		if _, err := lb.EnsureLoadBalancer(ctx, "c", service("quick"), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case err := <-returned:
+		if !errors.Is(err, ErrInProgress) {
+			t.Fatalf("error = %v, want ErrInProgress", err)
+		}
+		if took := time.Since(start); took > 2*time.Second {
+			t.Errorf("released after %s, want soon after the record filled up, well before the 5s window", took)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the call was not released")
+	}
+}

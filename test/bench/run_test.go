@@ -123,9 +123,17 @@ func runOnce(ctx context.Context, cp *harness.ControlPlane, sc scenario, impl im
 // newClient returns a clientset with the scenario's rate limit, speaking
 // protobuf as both commands do by default.
 func newClient(cfg *rest.Config) (kubernetes.Interface, error) {
+	return newClientRate(cfg, 0, 0)
+}
+
+// newClientRate is newClient with the rate limit qps and burst; 0 takes the
+// bench's flags.
+func newClientRate(cfg *rest.Config, qps float32, burst int) (kubernetes.Interface, error) {
 	cfg = rest.CopyConfig(cfg)
-	cfg.QPS = float32(*kubeQPS)
-	cfg.Burst = *kubeBurst
+	cfg.QPS, cfg.Burst = float32(*kubeQPS), *kubeBurst
+	if qps > 0 {
+		cfg.QPS, cfg.Burst = qps, burst
+	}
 	cfg.ContentType = "application/vnd.kubernetes.protobuf"
 	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
 	client, err := kubernetes.NewForConfig(cfg)

@@ -97,6 +97,10 @@ type serviceImpl struct {
 	name string
 	// informerOptions are those of the implementation's command.
 	informerOptions []informers.SharedInformerOption
+	// qps and burst are its client's rate limit; 0: the bench's
+	// -bench.kube-api-qps and -bench.kube-api-burst.
+	qps   float32
+	burst int
 	// newController wires the controller onto the run's informers; the
 	// returned run blocks until its context ends.
 	newController func(ctx context.Context, client kubernetes.Interface, services coreinformers.ServiceInformer, nodes coreinformers.NodeInformer, provider cloudprovider.Interface) (run func(context.Context), err error)
@@ -457,8 +461,8 @@ type serviceRun struct {
 // hangs for the Services named in hung, registers serviceBaseNodes
 // initialised Nodes, and starts the controller once its informers have
 // synced.
-func startServiceRun(ctx context.Context, cp *harness.ControlPlane, impl serviceImpl, hung []string) (*serviceRun, error) {
-	provider, err := newServiceCloud(hung)
+func startServiceRun(ctx context.Context, cp *harness.ControlPlane, impl serviceImpl, hung []string, extra ...fake.Fault) (*serviceRun, error) {
+	provider, err := newServiceCloud(hung, extra...)
 	if err != nil {
 		return nil, err
 	}
@@ -472,7 +476,7 @@ func startServiceRun(ctx context.Context, cp *harness.ControlPlane, impl service
 		return nil, err
 	}
 
-	client, err := newClient(cp.Config)
+	client, err := newClientRate(cp.Config, impl.qps, impl.burst)
 	if err != nil {
 		provider.Close()
 		return nil, err
@@ -515,8 +519,9 @@ func startServiceRun(ctx context.Context, cp *harness.ControlPlane, impl service
 }
 
 // newServiceCloud returns a fake cloud with a VIP pool and the scenario's
-// faults, wrapped to count its calls in flight.
-func newServiceCloud(hung []string) (*serviceCloud, error) {
+// faults (hangs for the Services named in hung, and extra), wrapped to
+// count its calls in flight.
+func newServiceCloud(hung []string, extra ...fake.Fault) (*serviceCloud, error) {
 	provider, err := fake.New(&fake.Config{LoadBalancers: fake.LoadBalancerConfig{VIPCIDR: serviceVIPCIDR}})
 	if err != nil {
 		return nil, fmt.Errorf("creating the fake cloud: %w", err)
@@ -528,6 +533,7 @@ func newServiceCloud(hung []string) (*serviceCloud, error) {
 	for _, name := range hung {
 		faults = append(faults, fake.Fault{Method: "EnsureLoadBalancer", Object: serviceNamespace + "/" + name, Hang: fake.HangRespectContext})
 	}
+	faults = append(faults, extra...)
 	for _, f := range faults {
 		if _, err := provider.AddFault(f); err != nil {
 			provider.Close()

@@ -1,0 +1,128 @@
+//go:build bench
+
+package bench
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"testing"
+	"text/tabwriter"
+	"time"
+
+	"k8s.io/client-go/informers"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/kubernetes"
+	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/textlogger"
+
+	"github.com/ccmkit/ccmkit/app"
+	"github.com/ccmkit/ccmkit/test/harness"
+)
+
+var (
+	s5Services = flag.Int("bench.s5-services", 2000, "LoadBalancer Services of S5")
+	s5Nodes    = flag.Int("bench.s5-nodes", 500, "initialised Nodes of S5")
+)
+
+// upstreamKubeAPIQPS and upstreamKubeAPIBurst are upstream's
+// --kube-api-qps and --kube-api-burst defaults.
+const (
+	upstreamKubeAPIQPS   = 20
+	upstreamKubeAPIBurst = 30
+)
+
+// TestServiceScaleBench (S5) creates s5Services Services on s5Nodes Nodes
+// and measures how long until every one has an ingress, with each
+// implementation's client at its command's default rate limit: the
+// apiserver client, not the cloud, bounds this scenario.
+func TestServiceScaleBench(t *testing.T) {
+	klog.SetLogger(textlogger.NewLogger(textlogger.NewConfig(textlogger.Verbosity(0), textlogger.Output(io.Discard))))
+	n := *s5Services
+	if n < 1 || n > serviceMaxServices {
+		t.Fatalf("-bench.s5-services=%d: must be in [1, %d]", n, serviceMaxServices)
+	}
+	cp := harness.StartControlPlane(t)
+	if err := setUpServices(t.Context(), cp.Client); err != nil {
+		t.Fatal(err)
+	}
+	opts := app.NewOptions()
+	workers := int(opts.ConcurrentServiceSyncs)
+	ccmkit := func(name string, qps float32, burst int) serviceImpl {
+		return serviceImpl{
+			name: name, qps: qps, burst: burst,
+			newController: func(ctx context.Context, client kubernetes.Interface, services coreinformers.ServiceInformer, nodes coreinformers.NodeInformer, provider cloudprovider.Interface) (func(context.Context), error) {
+				return newServiceCCMKit(ctx, client, services, nodes, provider, opts)
+			},
+			informerOptions: []informers.SharedInformerOption{informers.WithTransform(app.StripUnused)},
+		}
+	}
+	impls := []serviceImpl{
+		{
+			name: "upstream", qps: upstreamKubeAPIQPS, burst: upstreamKubeAPIBurst,
+			newController: func(ctx context.Context, client kubernetes.Interface, services coreinformers.ServiceInformer, nodes coreinformers.NodeInformer, provider cloudprovider.Interface) (func(context.Context), error) {
+				return newServiceUpstream(ctx, client, services, nodes, provider, workers)
+			},
+		},
+		ccmkit("ccmkit at upstream's rate", upstreamKubeAPIQPS, upstreamKubeAPIBurst),
+		ccmkit("ccmkit", opts.KubeAPIQPS, int(opts.KubeAPIBurst)),
+	}
+	results := map[string]serviceResult{}
+	for _, impl := range impls {
+		r, err := runServiceScale(t.Context(), cp, impl)
+		if err != nil {
+			t.Fatalf("S5 %s: %v", impl.name, err)
+		}
+		t.Logf("S5 %s: %s", impl.name, r.summary())
+		results[impl.name] = r
+	}
+
+	rows := [][]string{{"S5", "client QPS/burst", fmt.Sprintf("%d Services on %d Nodes: all have an ingress in", n, *s5Nodes), "upstream / this"}}
+	up := results["upstream"]
+	for _, impl := range impls {
+		r := results[impl.name]
+		rows = append(rows, []string{impl.name, fmt.Sprintf("%g/%d", impl.qps, impl.burst), serviceSeconds(r.converged), serviceTimeRatio(up, r)})
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	for _, row := range rows {
+		if _, err := fmt.Fprintln(tw, strings.Join(row, "\t")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Printf("\nS5: both run %d workers; EnsureLoadBalancer takes %s; Services created by %d clients at once, times from the first create.\n",
+		workers, *serviceCallLatency, serviceCreators)
+	fmt.Printf("MEASURED s5_ccmkit_seconds=%.1f s5_upstream_seconds=%.1f\n", results["ccmkit"].converged.Seconds(), up.converged.Seconds())
+}
+
+// runServiceScale is S1 at S5's size, on s5Nodes Nodes.
+func runServiceScale(ctx context.Context, cp *harness.ControlPlane, impl serviceImpl) (r serviceResult, err error) {
+	n := *s5Services
+	r.services, r.limit = n, 10*time.Minute
+	base := *serviceBaseNodes
+	*serviceBaseNodes = *s5Nodes
+	defer func() { *serviceBaseNodes = base }()
+	run, err := startServiceRun(ctx, cp, impl, nil)
+	if err != nil {
+		return r, err
+	}
+	defer func() { err = errors.Join(err, run.stop(ctx)) }()
+	start := time.Now()
+	if err := run.createServices(ctx, 0, n); err != nil {
+		return r, err
+	}
+	r.created = time.Since(start)
+	if r.converged, err = run.waitIngress(ctx, n, start, r.limit); err != nil {
+		return r, err
+	}
+	r.ready, _, _ = run.ingress.summary(n, nil, start)
+	r.ensure, r.update = run.cloud.CallCount("EnsureLoadBalancer"), run.cloud.CallCount("UpdateLoadBalancer")
+	return r, nil
+}
