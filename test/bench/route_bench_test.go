@@ -15,7 +15,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"text/tabwriter"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -774,14 +773,8 @@ func printRouteTable(w io.Writer, results []routeResult) error {
 		rows = append(rows, []string{r.scenario, r.impl, r.settings, r.comparison, routeTimeCell(r.routes), routeTimeCell(r.conditions),
 			fmt.Sprint(r.calls.list), fmt.Sprint(r.calls.create), fmt.Sprint(r.calls.delete), fmt.Sprint(r.calls.all), perHour, timeRatio, callsRatio})
 	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	for _, row := range rows {
-		if _, err := fmt.Fprintln(tw, strings.Join(row, "\t")); err != nil {
-			return fmt.Errorf("printing the table: %w", err)
-		}
-	}
-	if err := tw.Flush(); err != nil {
-		return fmt.Errorf("printing the table: %w", err)
+	if err := writeRows(w, rows); err != nil {
+		return err
 	}
 	_, err := fmt.Fprintf(w, `
 Cluster CIDR %s, a /24 per Node; ListRoutes, CreateRoute and DeleteRoute take %s; client QPS %g for both.

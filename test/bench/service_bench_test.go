@@ -10,11 +10,9 @@ import (
 	"io"
 	"os"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
-	"text/tabwriter"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -154,25 +152,9 @@ func TestServiceBench(t *testing.T) {
 	}
 	workers := int(opts.ConcurrentServiceSyncs)
 	impls := []serviceImpl{
-		{
-			name: "ccmkit",
-			newController: func(ctx context.Context, client kubernetes.Interface, services coreinformers.ServiceInformer, nodes coreinformers.NodeInformer, provider cloudprovider.Interface) (func(context.Context), error) {
-				return newServiceCCMKit(ctx, client, services, nodes, provider, opts)
-			},
-			informerOptions: []informers.SharedInformerOption{informers.WithTransform(app.StripUnused)},
-		},
-		{
-			name: "upstream",
-			newController: func(ctx context.Context, client kubernetes.Interface, services coreinformers.ServiceInformer, nodes coreinformers.NodeInformer, provider cloudprovider.Interface) (func(context.Context), error) {
-				return newServiceUpstream(ctx, client, services, nodes, provider, workers)
-			},
-		},
-		{
-			name: upstreamDefaults,
-			newController: func(ctx context.Context, client kubernetes.Interface, services coreinformers.ServiceInformer, nodes coreinformers.NodeInformer, provider cloudprovider.Interface) (func(context.Context), error) {
-				return newServiceUpstream(ctx, client, services, nodes, provider, upstreamServiceWorkers)
-			},
-		},
+		ccmkitServiceImpl("ccmkit", opts),
+		upstreamServiceImpl("upstream", workers),
+		upstreamServiceImpl(upstreamDefaults, upstreamServiceWorkers),
 	}
 
 	// A discarded S1 run takes the apiserver and etcd through every path the
@@ -208,6 +190,28 @@ func TestServiceBench(t *testing.T) {
 	}
 	if err := printServiceTable(os.Stdout, results, workers, opts); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// ccmkitServiceImpl is ccmkit's service controller as the command wires it
+// with opts.
+func ccmkitServiceImpl(name string, opts *app.Options) serviceImpl {
+	return serviceImpl{
+		name: name,
+		newController: func(ctx context.Context, client kubernetes.Interface, services coreinformers.ServiceInformer, nodes coreinformers.NodeInformer, provider cloudprovider.Interface) (func(context.Context), error) {
+			return newServiceCCMKit(ctx, client, services, nodes, provider, opts)
+		},
+		informerOptions: []informers.SharedInformerOption{informers.WithTransform(app.StripUnused)},
+	}
+}
+
+// upstreamServiceImpl is upstream's service controller with workers.
+func upstreamServiceImpl(name string, workers int) serviceImpl {
+	return serviceImpl{
+		name: name,
+		newController: func(ctx context.Context, client kubernetes.Interface, services coreinformers.ServiceInformer, nodes coreinformers.NodeInformer, provider cloudprovider.Interface) (func(context.Context), error) {
+			return newServiceUpstream(ctx, client, services, nodes, provider, workers)
+		},
 	}
 }
 
@@ -978,14 +982,8 @@ func printServiceTable(w io.Writer, results map[string]map[string]serviceResult,
 		rows = append(rows, []string{"overlapping calls on one load balancer, all runs", fmt.Sprint(defOverlaps), fmt.Sprint(upOverlaps), fmt.Sprint(ccmOverlaps), "-", "-"})
 	}
 
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	for _, row := range rows {
-		if _, err := fmt.Fprintln(tw, strings.Join(row, "\t")); err != nil {
-			return fmt.Errorf("printing the table: %w", err)
-		}
-	}
-	if err := tw.Flush(); err != nil {
-		return fmt.Errorf("printing the table: %w", err)
+	if err := writeRows(w, rows); err != nil {
+		return err
 	}
 	_, err := fmt.Fprintf(w, `
 ccmkit runs %d workers (its --concurrent-service-syncs default), upstream its default %d and as many as ccmkit, on %d initialised

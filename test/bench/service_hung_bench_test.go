@@ -11,14 +11,9 @@ import (
 	"os"
 	"strings"
 	"testing"
-	"text/tabwriter"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/informers"
-	coreinformers "k8s.io/client-go/informers/core/v1"
-	"k8s.io/client-go/kubernetes"
-	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/textlogger"
 
@@ -62,21 +57,7 @@ func TestServiceHungShareBench(t *testing.T) {
 	}
 	opts := app.NewOptions()
 	workers := int(opts.ConcurrentServiceSyncs)
-	impls := []serviceImpl{
-		{
-			name: "upstream",
-			newController: func(ctx context.Context, client kubernetes.Interface, services coreinformers.ServiceInformer, nodes coreinformers.NodeInformer, provider cloudprovider.Interface) (func(context.Context), error) {
-				return newServiceUpstream(ctx, client, services, nodes, provider, workers)
-			},
-		},
-		{
-			name: "ccmkit",
-			newController: func(ctx context.Context, client kubernetes.Interface, services coreinformers.ServiceInformer, nodes coreinformers.NodeInformer, provider cloudprovider.Interface) (func(context.Context), error) {
-				return newServiceCCMKit(ctx, client, services, nodes, provider, opts)
-			},
-			informerOptions: []informers.SharedInformerOption{informers.WithTransform(app.StripUnused)},
-		},
-	}
+	impls := []serviceImpl{upstreamServiceImpl("upstream", workers), ccmkitServiceImpl("ccmkit", opts)}
 	variants := []s4Variant{
 		{name: "none"},
 		{name: "5% hung", hung: n / 20},
@@ -179,14 +160,8 @@ func printS4Table(w io.Writer, variants []s4Variant, results map[string]map[stri
 		rows = append(rows, []string{v.name, fmt.Sprint(up.healthy), cell(up), vsBase(up, base["upstream"]), cell(ccm), vsBase(ccm, base["ccmkit"]), ratio})
 		fmt.Printf("MEASURED s4_%s_ccmkit_vs_none=%s\n", strings.ReplaceAll(strings.ReplaceAll(v.name, "% ", "pct_"), " ", "_"), vsBase(ccm, base["ccmkit"]))
 	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	for _, row := range rows {
-		if _, err := fmt.Fprintln(tw, strings.Join(row, "\t")); err != nil {
-			return fmt.Errorf("printing the table: %w", err)
-		}
-	}
-	if err := tw.Flush(); err != nil {
-		return fmt.Errorf("printing the table: %w", err)
+	if err := writeRows(w, rows); err != nil {
+		return err
 	}
 	_, err := fmt.Fprintf(w, `
 S4: %d Services created by %d clients at once; a healthy EnsureLoadBalancer takes %s; a hung one hangs until its

@@ -9,15 +9,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"testing"
-	"text/tabwriter"
 	"time"
 
-	"k8s.io/client-go/informers"
-	coreinformers "k8s.io/client-go/informers/core/v1"
-	"k8s.io/client-go/kubernetes"
-	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/textlogger"
 
@@ -53,24 +47,14 @@ func TestServiceScaleBench(t *testing.T) {
 	}
 	opts := app.NewOptions()
 	workers := int(opts.ConcurrentServiceSyncs)
-	ccmkit := func(name string, qps float32, burst int) serviceImpl {
-		return serviceImpl{
-			name: name, qps: qps, burst: burst,
-			newController: func(ctx context.Context, client kubernetes.Interface, services coreinformers.ServiceInformer, nodes coreinformers.NodeInformer, provider cloudprovider.Interface) (func(context.Context), error) {
-				return newServiceCCMKit(ctx, client, services, nodes, provider, opts)
-			},
-			informerOptions: []informers.SharedInformerOption{informers.WithTransform(app.StripUnused)},
-		}
+	withRate := func(impl serviceImpl, qps float32, burst int) serviceImpl {
+		impl.qps, impl.burst = qps, burst
+		return impl
 	}
 	impls := []serviceImpl{
-		{
-			name: "upstream", qps: upstreamKubeAPIQPS, burst: upstreamKubeAPIBurst,
-			newController: func(ctx context.Context, client kubernetes.Interface, services coreinformers.ServiceInformer, nodes coreinformers.NodeInformer, provider cloudprovider.Interface) (func(context.Context), error) {
-				return newServiceUpstream(ctx, client, services, nodes, provider, workers)
-			},
-		},
-		ccmkit("ccmkit at upstream's rate", upstreamKubeAPIQPS, upstreamKubeAPIBurst),
-		ccmkit("ccmkit", opts.KubeAPIQPS, int(opts.KubeAPIBurst)),
+		withRate(upstreamServiceImpl("upstream", workers), upstreamKubeAPIQPS, upstreamKubeAPIBurst),
+		withRate(ccmkitServiceImpl("ccmkit at upstream's rate", opts), upstreamKubeAPIQPS, upstreamKubeAPIBurst),
+		withRate(ccmkitServiceImpl("ccmkit", opts), opts.KubeAPIQPS, int(opts.KubeAPIBurst)),
 	}
 	results := map[string]serviceResult{}
 	for _, impl := range impls {
@@ -88,13 +72,7 @@ func TestServiceScaleBench(t *testing.T) {
 		r := results[impl.name]
 		rows = append(rows, []string{impl.name, fmt.Sprintf("%g/%d", impl.qps, impl.burst), serviceSeconds(r.converged), serviceTimeRatio(up, r)})
 	}
-	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-	for _, row := range rows {
-		if _, err := fmt.Fprintln(tw, strings.Join(row, "\t")); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := tw.Flush(); err != nil {
+	if err := writeRows(os.Stdout, rows); err != nil {
 		t.Fatal(err)
 	}
 	fmt.Printf("\nS5: both run %d workers; EnsureLoadBalancer takes %s; Services created by %d clients at once, times from the first create.\n",

@@ -67,14 +67,8 @@ func printTable(w io.Writer, results []result, nodes int, qps float64, hungWindo
 		rows = append(rows, []string{r.scenario, r.impl, r.settings, r.comparison, convergedIn(r.converged), r.initialisedCount(),
 			strconv.Itoa(r.metadataCalls), strconv.Itoa(r.calls), timeRatio, callsRatio})
 	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	for _, row := range rows {
-		if _, err := fmt.Fprintln(tw, strings.Join(row, "\t")); err != nil {
-			return fmt.Errorf("printing the table: %w", err)
-		}
-	}
-	if err := tw.Flush(); err != nil {
-		return fmt.Errorf("printing the table: %w", err)
+	if err := writeRows(w, rows); err != nil {
+		return err
 	}
 	_, err := fmt.Fprintf(w, `
 %d Nodes, registered tainted before the controller starts; InstanceMetadata takes 50ms; client QPS %g for both.
@@ -99,4 +93,18 @@ func ratio(r, base result) string {
 	default:
 		return fmt.Sprintf("%.1fx", r.converged.Seconds()/base.converged.Seconds())
 	}
+}
+
+// writeRows prints rows as aligned columns.
+func writeRows(w io.Writer, rows [][]string) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, row := range rows {
+		if _, err := fmt.Fprintln(tw, strings.Join(row, "\t")); err != nil {
+			return fmt.Errorf("printing the table: %w", err)
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("printing the table: %w", err)
+	}
+	return nil
 }
