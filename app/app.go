@@ -18,6 +18,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/client-go/informers"
@@ -88,6 +89,9 @@ routes. Every cloud call has a deadline, and a hung call never holds a worker fo
 				return err
 			}
 			cliflag.PrintFlags(cmd.Flags())
+			for _, f := range ignoredFlags(cmd.Flags()) {
+				klog.Background().Info("Flag has no effect in this cloud-controller-manager", "flag", "--"+f.name, "reason", f.reason)
+			}
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 			defer stop()
 			return Run(ctx, o)
@@ -297,7 +301,15 @@ func runControllers(ctx context.Context, o *Options, restConfig *restclient.Conf
 	state.setInformers(factory)
 
 	var wg sync.WaitGroup
-	for _, b := range run {
+	for i, b := range run {
+		if i > 0 && o.ControllerStartInterval > 0 {
+			t := time.NewTimer(wait.Jitter(o.ControllerStartInterval, 1.0))
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+			}
+		}
 		wg.Go(func() {
 			ctx := klog.NewContext(ctx, logger.WithName(b.name))
 			logger.Info("Starting controller", "controller", b.name)

@@ -84,8 +84,13 @@ type Options struct {
 	KubeAPIBurst       int32
 	KubeAPIContentType string
 
-	Profiling                    bool
+	Profiling bool
+	// ContentionProfiling enables block profiling with Profiling.
+	ContentionProfiling          bool
 	UseServiceAccountCredentials bool
+	// ControllerStartInterval is the pause, jittered up to twice as long,
+	// between starting two controllers.
+	ControllerStartInterval time.Duration
 
 	Logs        *logsapi.LoggingConfiguration
 	ShowVersion bool
@@ -97,6 +102,8 @@ type Options struct {
 	extraControllers []ControllerDescriptor
 	// providers are a binary's own providers (WithProvider).
 	providers map[string]cloudprovider.Factory
+	// upstream holds the upstream flags that have no effect here.
+	upstream upstreamOnly
 }
 
 // providerNames lists the providers --cloud-provider accepts, for errors.
@@ -150,6 +157,7 @@ func NewOptions() *Options {
 		Profiling:          true,
 		Logs:               logsapi.NewLoggingConfiguration(),
 		Cloud:              cloud.DefaultOptions(),
+		upstream:           newUpstreamOnly(),
 	}
 	o.Authentication.RemoteKubeConfigFileOptional = true
 	o.Authorization.RemoteKubeConfigFileOptional = true
@@ -215,6 +223,8 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	fs = fss.FlagSet("logs")
 	logsapi.AddFlags(o.Logs, fs)
 	fs.BoolVar(&o.ShowVersion, "version", false, "Print version information and quit.")
+
+	o.addUpstreamFlags(&fss)
 	return fss
 }
 
@@ -338,6 +348,7 @@ func (o *Options) Validate() error {
 		}
 	}
 
+	errs = append(errs, o.validateUpstream()...)
 	errs = append(errs, o.SecureServing.Validate()...)
 	errs = append(errs, o.Authentication.Validate()...)
 	errs = append(errs, o.Authorization.Validate()...)

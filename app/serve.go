@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	goruntime "runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -112,6 +113,9 @@ func serve(ctx context.Context, o *Options, info *server.SecureServingInfo, auth
 	m.Handle("/metrics", legacyregistry.Handler())
 	if o.Profiling {
 		routes.Profiling{}.Install(m)
+		if o.ContentionProfiling {
+			goruntime.SetBlockProfileRate(1)
+		}
 	}
 	handler := genericcontrollermanager.BuildHandlerChain(m, authz, authn)
 	stopped, _, err := info.Serve(handler, 0, ctx.Done())

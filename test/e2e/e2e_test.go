@@ -305,3 +305,22 @@ func TestBadInputExitsClearly(t *testing.T) {
 		})
 	}
 }
+
+// TestUpstreamFlagsStart: the binary starts with flags from an upstream
+// manifest that have no effect here, and names each in its log.
+func TestUpstreamFlagsStart(t *testing.T) {
+	ctx := t.Context()
+	cp := harness.StartControlPlane(t)
+	ccm := startCCM(t, cp, "--webhook-secure-port=0", "--min-resync-period=12h", "--concurrent-node-status-updates=4", "--controller-start-interval=10ms")
+	if err := ccm.WaitHealthy(ctx); err != nil {
+		t.Fatalf("%v\n%s", err, ccm.Log())
+	}
+	for _, flag := range []string{"--webhook-secure-port", "--min-resync-period", "--concurrent-node-status-updates"} {
+		if !logNames(ctx, ccm, `"Flag has no effect in this cloud-controller-manager" flag="`+flag+`"`) {
+			t.Errorf("the log does not name %s as without effect", flag)
+		}
+	}
+	if strings.Contains(ccm.Log(), `flag="--controller-start-interval"`) {
+		t.Error("--controller-start-interval, which acts, is named as without effect")
+	}
+}
