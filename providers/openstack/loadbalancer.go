@@ -92,6 +92,11 @@ func (l *loadBalancers) GetLoadBalancer(ctx context.Context, clusterName string,
 	if err != nil || lb == nil {
 		return nil, false, err
 	}
+	if err := ownedByAnother(lb, clusterName, svc); err != nil {
+		// Another Service's address must not become this one's status.
+		klog.FromContext(ctx).Info("Not this Service's load balancer", "service", klog.KObj(svc), "reason", err)
+		return nil, false, nil
+	}
 	addr := lb.VipAddress
 	fips, err := floatingIPsOf(ctx, nc, lb.VipPortID)
 	if err != nil {
@@ -118,6 +123,9 @@ func (l *loadBalancers) status(addr string) *v1.LoadBalancerStatus {
 // change. A load balancer in ERROR is deleted and the error returned, so
 // that the retry creates it anew.
 func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, clusterName string, svc *v1.Service, nodes []*v1.Node) (*v1.LoadBalancerStatus, error) {
+	if err := checkLoadBalancerName(clusterName, svc); err != nil {
+		return nil, err
+	}
 	opts, err := parseLBOptions(l.cfg, svc)
 	if err != nil {
 		return nil, err
@@ -134,6 +142,11 @@ func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, clusterName stri
 	lb, err := findLoadBalancer(ctx, oc, spec.name)
 	if err != nil {
 		return nil, err
+	}
+	if lb != nil {
+		if err := ownedByAnother(lb, clusterName, svc); err != nil {
+			return nil, err
+		}
 	}
 	if lb == nil {
 		if lb, err = l.create(ctx, oc, nc, spec, nodes); err != nil {
@@ -509,6 +522,9 @@ func (l *loadBalancers) UpdateLoadBalancer(ctx context.Context, clusterName stri
 	if lb == nil {
 		return fmt.Errorf("load balancer %s does not exist", spec.name)
 	}
+	if err := ownedByAnother(lb, clusterName, svc); err != nil {
+		return err
+	}
 	switch lb.ProvisioningStatus {
 	case provisioningActive:
 	case provisioningError:
@@ -555,6 +571,13 @@ func (l *loadBalancers) EnsureLoadBalancerDeleted(ctx context.Context, clusterNa
 	lb, err := findLoadBalancer(ctx, oc, name)
 	if err != nil {
 		return err
+	}
+	if lb != nil {
+		if err := ownedByAnother(lb, clusterName, svc); err != nil {
+			// This Service has no load balancer of its own to delete.
+			klog.FromContext(ctx).Info("Not deleting a load balancer that is not this Service's", "reason", err)
+			lb = nil
+		}
 	}
 	if lb != nil && lb.ProvisioningStatus != provisioningActive && lb.ProvisioningStatus != provisioningError {
 		return l.busy(lb)
