@@ -52,13 +52,14 @@ e2e: testbin moto ## Run the e2e tests (real binary, real kube-apiserver; the fa
 	$(GO_TEST) -timeout $(TEST_TIMEOUT) -count=1 -v ./test/e2e/...
 
 .PHONY: bench
-bench: testbin ## Run the Go benchmarks and the ccmkit-vs-upstream harness, print their tables (about 35 minutes).
+bench: testbin ## Run the Go benchmarks and the ccmkit-vs-upstream harness, print their tables (about 37 minutes).
 	go test -run '^$$' -bench . -benchmem ./...
 	go test -tags bench -count=1 -timeout 30m -run '^TestNodeInitBench$$' -v ./test/bench/
 	go test -tags bench -count=1 -timeout 30m -run '^TestRouteBench$$' -v ./test/bench/
 	go test -tags bench -count=1 -timeout 30m -run '^TestServiceBench$$' -v ./test/bench/
 	go test -tags bench -count=1 -timeout 30m -run '^TestServiceHungShareBench$$' -v ./test/bench/
 	go test -tags bench -count=1 -timeout 40m -run '^TestServiceScaleBench$$' -v ./test/bench/
+	go test -tags bench -count=1 -timeout 30m -run '^TestMemoryBench$$' -v ./test/bench/
 
 $(GOLANGCI):
 	GOBIN=$(CACHE)/bin go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)

@@ -360,15 +360,35 @@ func runController(ctx context.Context, c Controller) (err error) {
 	return c.Run(ctx)
 }
 
-// StripUnused is the shared informers' transform: it drops what no
-// controller reads (managedFields everywhere, a Node's image list), which is
-// most of a large cluster's cache.
+// StripUnused is the shared informers' transform: it drops what neither a
+// controller nor a compiled-in provider reads, which is most of a large
+// cluster's cache:
+//   - everywhere: managedFields, and the annotation kubectl apply keeps the
+//     whole last-applied object in;
+//   - on a Node, of its status only the addresses and the Ready and
+//     NetworkUnavailable conditions are kept: images, capacity,
+//     allocatable, nodeInfo, volumes, daemon endpoints, config, features,
+//     runtime handlers and other conditions (memory, disk and PID pressure,
+//     node-problem-detector's) go.
+//
+// The README's "Sizing" section measures what it saves.
 func StripUnused(obj any) (any, error) {
 	if m, ok := obj.(metav1.ObjectMetaAccessor); ok {
-		m.GetObjectMeta().SetManagedFields(nil)
+		meta := m.GetObjectMeta()
+		meta.SetManagedFields(nil)
+		if a := meta.GetAnnotations(); a[v1.LastAppliedConfigAnnotation] != "" {
+			delete(a, v1.LastAppliedConfigAnnotation)
+			meta.SetAnnotations(a)
+		}
 	}
 	if n, ok := obj.(*v1.Node); ok {
-		n.Status.Images = nil
+		kept := v1.NodeStatus{Addresses: n.Status.Addresses}
+		for _, c := range n.Status.Conditions {
+			if c.Type == v1.NodeReady || c.Type == v1.NodeNetworkUnavailable {
+				kept.Conditions = append(kept.Conditions, c)
+			}
+		}
+		n.Status = kept
 	}
 	return obj, nil
 }

@@ -9,8 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/spf13/pflag"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	cloudprovider "k8s.io/cloud-provider"
 	fakecloud "k8s.io/cloud-provider/fake"
@@ -246,23 +248,50 @@ func TestEnabledControllers(t *testing.T) {
 }
 
 func TestStripUnused(t *testing.T) {
-	n := &v1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: "n", ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}},
-		Status:     v1.NodeStatus{Images: []v1.ContainerImage{{Names: []string{"busybox"}}}, Addresses: []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "10.0.0.1"}}},
+	conditions := []v1.NodeCondition{
+		{Type: v1.NodeReady, Status: v1.ConditionTrue},
+		{Type: v1.NodeMemoryPressure, Status: v1.ConditionFalse},
+		{Type: v1.NodeNetworkUnavailable, Status: v1.ConditionFalse},
+		{Type: "KernelDeadlock", Status: v1.ConditionFalse},
 	}
+	n := &v1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "n", ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubelet"}},
+			Labels:      map[string]string{v1.LabelTopologyZone: "a"},
+			Annotations: map[string]string{v1.LastAppliedConfigAnnotation: "{}", "alpha.kubernetes.io/provided-node-ip": "10.0.0.1"},
+		},
+		Spec: v1.NodeSpec{ProviderID: "fake://1", PodCIDRs: []string{"10.244.0.0/24"}, Taints: []v1.Taint{{Key: "k", Effect: v1.TaintEffectNoSchedule}}},
+		Status: v1.NodeStatus{
+			Images:     []v1.ContainerImage{{Names: []string{"busybox"}}},
+			Capacity:   v1.ResourceList{v1.ResourceCPU: resource.MustParse("4")},
+			NodeInfo:   v1.NodeSystemInfo{KubeletVersion: "v1.37.0"},
+			Conditions: conditions,
+			Addresses:  []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "10.0.0.1"}},
+		},
+	}
+	want := n.DeepCopy()
+	want.ManagedFields = nil
+	delete(want.Annotations, v1.LastAppliedConfigAnnotation)
+	want.Status = v1.NodeStatus{Addresses: n.Status.Addresses, Conditions: []v1.NodeCondition{conditions[0], conditions[2]}}
 	out, err := StripUnused(n)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := out.(*v1.Node)
-	if got.ManagedFields != nil || got.Status.Images != nil {
-		t.Errorf("managedFields %v, images %v: want both dropped", got.ManagedFields, got.Status.Images)
+	if diff := cmp.Diff(want, out); diff != "" {
+		t.Errorf("stripped Node (-want +got):\n%s", diff)
 	}
-	if len(got.Status.Addresses) != 1 {
-		t.Errorf("addresses dropped: %v", got.Status.Addresses)
+
+	svc := &v1.Service{
+		ObjectMeta: metav1.ObjectMeta{ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}},
+			Annotations: map[string]string{v1.LastAppliedConfigAnnotation: "{}", "service.beta.kubernetes.io/aws-load-balancer-type": "nlb"}},
+		Spec:   v1.ServiceSpec{Type: v1.ServiceTypeLoadBalancer, Ports: []v1.ServicePort{{Port: 80}}},
+		Status: v1.ServiceStatus{LoadBalancer: v1.LoadBalancerStatus{Ingress: []v1.LoadBalancerIngress{{IP: "192.0.2.1"}}}},
 	}
-	svc := &v1.Service{ObjectMeta: metav1.ObjectMeta{ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}}}
-	if out, _ := StripUnused(svc); out.(*v1.Service).ManagedFields != nil {
-		t.Error("service managedFields kept")
+	wantSvc := svc.DeepCopy()
+	wantSvc.ManagedFields = nil
+	delete(wantSvc.Annotations, v1.LastAppliedConfigAnnotation)
+	out, _ = StripUnused(svc)
+	if diff := cmp.Diff(wantSvc, out); diff != "" {
+		t.Errorf("stripped Service (-want +got):\n%s", diff)
 	}
 }
