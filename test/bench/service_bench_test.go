@@ -218,9 +218,13 @@ func upstreamServiceImpl(name string, workers int) serviceImpl {
 // runServiceConverge (S1) starts the controller, creates serviceCount
 // Services and measures from the first create until every one has an
 // ingress; it counts the calls until the cloud is quiet.
-func runServiceConverge(ctx context.Context, cp *harness.ControlPlane, impl serviceImpl) (r serviceResult, err error) {
-	n := *serviceCount
-	r.services, r.limit = n, serviceConvergeLimit
+func runServiceConverge(ctx context.Context, cp *harness.ControlPlane, impl serviceImpl) (serviceResult, error) {
+	return convergeServices(ctx, cp, impl, *serviceCount, serviceConvergeLimit)
+}
+
+// convergeServices is S1 with n Services, waiting at most limit.
+func convergeServices(ctx context.Context, cp *harness.ControlPlane, impl serviceImpl, n int, limit time.Duration) (r serviceResult, err error) {
+	r.services, r.limit = n, limit
 	run, err := startServiceRun(ctx, cp, impl, nil)
 	if err != nil {
 		return r, err
@@ -231,7 +235,7 @@ func runServiceConverge(ctx context.Context, cp *harness.ControlPlane, impl serv
 		return r, err
 	}
 	r.created = time.Since(start)
-	if r.converged, err = run.waitIngress(ctx, n, start, serviceConvergeLimit); err != nil {
+	if r.converged, err = run.waitIngress(ctx, n, start, limit); err != nil {
 		return r, err
 	}
 	if err := waitServiceCloudQuiet(ctx, run.cloud); err != nil {

@@ -4,7 +4,6 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -81,26 +80,9 @@ func TestServiceScaleBench(t *testing.T) {
 }
 
 // runServiceScale is S1 at S5's size, on s5Nodes Nodes.
-func runServiceScale(ctx context.Context, cp *harness.ControlPlane, impl serviceImpl) (r serviceResult, err error) {
-	n := *s5Services
-	r.services, r.limit = n, 10*time.Minute
+func runServiceScale(ctx context.Context, cp *harness.ControlPlane, impl serviceImpl) (serviceResult, error) {
 	base := *serviceBaseNodes
 	*serviceBaseNodes = *s5Nodes
 	defer func() { *serviceBaseNodes = base }()
-	run, err := startServiceRun(ctx, cp, impl, nil)
-	if err != nil {
-		return r, err
-	}
-	defer func() { err = errors.Join(err, run.stop(ctx)) }()
-	start := time.Now()
-	if err := run.createServices(ctx, 0, n); err != nil {
-		return r, err
-	}
-	r.created = time.Since(start)
-	if r.converged, err = run.waitIngress(ctx, n, start, r.limit); err != nil {
-		return r, err
-	}
-	r.ready, _, _ = run.ingress.summary(n, nil, start)
-	r.ensure, r.update = run.cloud.CallCount("EnsureLoadBalancer"), run.cloud.CallCount("UpdateLoadBalancer")
-	return r, nil
+	return convergeServices(ctx, cp, impl, *s5Services, 10*time.Minute)
 }
