@@ -405,8 +405,12 @@ func (g *Guard) do(ctx context.Context, r request, fn func(context.Context) (any
 	}
 	if r.mutating {
 		if f := g.fences[r.obj]; f != nil {
-			first := !f.fenceNoted
-			f.fenceNoted = true
+			// A fence is told about once its call has run for the detach
+			// window: before that it is an ordinary call, not a stuck one.
+			first := !f.fenceNoted && (f.abandoned || time.Since(f.start) >= g.opts.DetachAfter)
+			if first {
+				f.fenceNoted = true
+			}
 			state := "in flight"
 			if f.abandoned {
 				state = "past its deadline and not returned"

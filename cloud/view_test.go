@@ -183,3 +183,33 @@ func TestSaturatedReportsTheBound(t *testing.T) {
 	close(release)
 	eventually(t, "the guard to take calls again", func() bool { return g.Saturated() == nil })
 }
+
+// TestYoungFenceIsNotToldAbout: a call refused by a fence whose call is
+// still within the detach window is not told to the object.
+func TestYoungFenceIsNotToldAbout(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	release := make(chan struct{})
+	stub := newStub(t, hangIgnoringContext(release))
+	g := New(stub, Options{DetachAfter: time.Minute, LBCallTimeout: time.Minute})
+	defer g.Close()
+	recorder := record.NewFakeRecorder(10)
+	lb, _ := g.For("service", recorder).LoadBalancer()
+	returned := make(chan error, 1)
+	go func() {
+		_, err := lb.EnsureLoadBalancer(ctx, "c", service("web"), nil)
+		returned <- err
+	}()
+	eventually(t, "the first call to start", func() bool { return stub.count("EnsureLoadBalancer") == 1 })
+	if err := lb.UpdateLoadBalancer(ctx, "c", service("web"), nil); !errors.Is(err, ErrFenced) {
+		t.Fatalf("error = %v, want ErrFenced", err)
+	}
+	select {
+	case e := <-recorder.Events:
+		t.Errorf("a fence within the detach window told the object: %q", e)
+	default:
+	}
+	close(release)
+	if err := <-returned; err != nil {
+		t.Fatal(err)
+	}
+}
