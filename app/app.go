@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/healthz"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -85,7 +86,10 @@ routes. Every cloud call has a deadline, and a hung call never holds a worker fo
 			if err := o.Validate(); err != nil {
 				return fmt.Errorf("invalid flags:\n%w", err)
 			}
-			if err := logsapi.ValidateAndApply(o.Logs, nil); err != nil {
+			if err := applyFeatureGates(o.FeatureGates); err != nil {
+				return err
+			}
+			if err := logsapi.ValidateAndApply(o.Logs, utilfeature.DefaultFeatureGate); err != nil {
 				return err
 			}
 			cliflag.PrintFlags(cmd.Flags())

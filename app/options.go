@@ -13,10 +13,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	apiserveroptions "k8s.io/apiserver/pkg/server/options"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	cloudprovider "k8s.io/cloud-provider"
 	cliflag "k8s.io/component-base/cli/flag"
 	componentbaseconfig "k8s.io/component-base/config"
 	componentbaseoptions "k8s.io/component-base/config/options"
+	"k8s.io/component-base/featuregate"
 	logsapi "k8s.io/component-base/logs/api/v1"
 	netutils "k8s.io/utils/net"
 
@@ -83,6 +85,13 @@ type Options struct {
 	KubeAPIQPS         float32
 	KubeAPIBurst       int32
 	KubeAPIContentType string
+
+	// FeatureGates holds --feature-gates: a copy of the process's feature
+	// gates, so that a bad value fails as the flag is parsed, as upstream's
+	// does. The command applies what it sets to the process's gates
+	// (utilfeature.DefaultMutableFeatureGate), which the Kubernetes
+	// libraries read.
+	FeatureGates featuregate.MutableVersionedFeatureGate
 
 	Profiling bool
 	// ContentionProfiling enables block profiling with Profiling.
@@ -154,6 +163,7 @@ func NewOptions() *Options {
 		KubeAPIQPS:         100,
 		KubeAPIBurst:       200,
 		KubeAPIContentType: protobufContentType,
+		FeatureGates:       utilfeature.DefaultMutableFeatureGate.DeepCopy(),
 		Profiling:          true,
 		Logs:               logsapi.NewLoggingConfiguration(),
 		Cloud:              cloud.DefaultOptions(),
@@ -352,7 +362,7 @@ func (o *Options) Validate() error {
 	errs = append(errs, o.SecureServing.Validate()...)
 	errs = append(errs, o.Authentication.Validate()...)
 	errs = append(errs, o.Authorization.Validate()...)
-	for _, err := range logsapi.Validate(o.Logs, nil, nil) {
+	for _, err := range logsapi.Validate(o.Logs, o.FeatureGates, nil) {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

@@ -2,12 +2,10 @@ package app
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
-	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	cpoptions "k8s.io/cloud-provider/options"
 	cliflag "k8s.io/component-base/cli/flag"
 )
@@ -38,9 +36,6 @@ func newUpstreamOnly() upstreamOnly {
 	}
 }
 
-// cidrAllocatorTypes are the values upstream knows for --cidr-allocator-type.
-var cidrAllocatorTypes = []string{"RangeAllocator", "CloudAllocator", "IPAMFromCluster", "IPAMFromCloud"}
-
 // addUpstreamFlags adds the upstream-only flags to the named sets upstream
 // has them in, with upstream's names, defaults and deprecations.
 func (o *Options) addUpstreamFlags(fss *cliflag.NamedFlagSets) {
@@ -55,7 +50,7 @@ func (o *Options) addUpstreamFlags(fss *cliflag.NamedFlagSets) {
 	fs.DurationVar(&u.NodeSyncPeriod, "node-sync-period", u.NodeSyncPeriod, "No effect.")
 	_ = fs.MarkDeprecated("node-sync-period", "This flag is currently no-op and will be deleted.")
 	fs.Int32Var(&u.ConcurrentNodeStatusUpdates, "concurrent-node-status-updates", u.ConcurrentNodeStatusUpdates, "No effect: the cloud-node controller refreshes Nodes on its --concurrent-node-syncs workers.")
-	utilfeature.DefaultMutableFeatureGate.AddFlag(fs)
+	o.FeatureGates.AddFlag(fs)
 
 	fs = fss.FlagSet("leader migration")
 	fs.BoolVar(&u.EnableLeaderMigration, "enable-leader-migration", u.EnableLeaderMigration, "No effect: leader migration from kube-controller-manager is not supported.")
@@ -73,9 +68,6 @@ func (o *Options) addUpstreamFlags(fss *cliflag.NamedFlagSets) {
 func (o *Options) validateUpstream() []error {
 	u := o.upstream
 	var errs []error
-	if !slices.Contains(cidrAllocatorTypes, u.CIDRAllocatorType) {
-		errs = append(errs, fmt.Errorf("--cidr-allocator-type: %q is not one of %v", u.CIDRAllocatorType, cidrAllocatorTypes))
-	}
 	if u.ConcurrentNodeStatusUpdates < 0 {
 		errs = append(errs, fmt.Errorf("--concurrent-node-status-updates: must not be negative, got %d", u.ConcurrentNodeStatusUpdates))
 	}
@@ -84,6 +76,9 @@ func (o *Options) validateUpstream() []error {
 	}
 	errs = append(errs, u.Webhook.Validate(nil, nil)...)
 	errs = append(errs, u.WebhookServing.Validate()...)
+	if p := u.WebhookServing.BindPort; p != 0 && p == o.SecureServing.BindPort {
+		errs = append(errs, fmt.Errorf("--webhook-secure-port: %d is also --secure-port", p))
+	}
 	return errs
 }
 
@@ -104,7 +99,7 @@ func ignoredFlags(fs *pflag.FlagSet) []ignoredFlag {
 		{"concurrent-node-status-updates", "the cloud-node controller refreshes Nodes on its --concurrent-node-syncs workers"},
 		{"enable-leader-migration", "leader migration from kube-controller-manager is not supported; migrate with the cloud controllers stopped in kube-controller-manager first"},
 		{"leader-migration-config", "leader migration from kube-controller-manager is not supported"},
-		{"feature-gates", "no part of ccmkit reads a feature gate; the value is checked, not used"},
+		{"feature-gates", "the gates are set in the process, where the logging and client libraries read theirs; no ccmkit controller reads a gate"},
 		{"webhooks", "ccmkit serves no webhooks"},
 	}
 	var out []ignoredFlag

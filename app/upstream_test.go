@@ -101,7 +101,7 @@ func TestUpstreamOnlyFlagsRefuseBadValues(t *testing.T) {
 	}{
 		{args: []string{"--webhook-secure-port=70000"}, wantErr: "webhook-secure-port"},
 		{args: []string{"--webhooks=nosuchwebhook"}, wantErr: "nosuchwebhook"},
-		{args: []string{"--cidr-allocator-type=Nope"}, wantErr: "--cidr-allocator-type"},
+		{args: []string{"--webhook-secure-port=10258"}, wantErr: "is also --secure-port"},
 		{args: []string{"--concurrent-node-status-updates=-1"}, wantErr: "--concurrent-node-status-updates"},
 		{args: []string{"--controller-start-interval=-1s"}, wantErr: "--controller-start-interval"},
 		{args: []string{"--feature-gates=NoSuchGate=true"}, wantErr: "NoSuchGate", atParse: true},
