@@ -1,7 +1,7 @@
 // Command playground runs ccmkit on one machine with nothing installed
-// beforehand: a local kube-apiserver and etcd, Nodes registered as a
-// kubelet with --cloud-provider=external registers them and kept Ready by
-// kwok while their instances run, the cloud-controller-manager with the fake cloud, and a demo
+// beforehand: a local kube-apiserver and etcd, Nodes kept Ready by kwok
+// and registered as a kubelet with --cloud-provider=external registers
+// them, the cloud-controller-manager with the fake cloud, and a demo
 // LoadBalancer Service. `make run` starts it; Ctrl-C stops everything it
 // started; `make run-down` stops a run left in the background.
 //
@@ -61,9 +61,6 @@ func run() int {
 	}
 	p := newPlayground(opts, os.Stdout)
 	err = p.up(ctx)
-	if err == nil {
-		err = p.startKubelets(ctx)
-	}
 	if err == nil {
 		p.printGuide()
 		<-ctx.Done()

@@ -29,8 +29,7 @@ import (
 )
 
 const (
-	// kwokAnnotation marks the Nodes that kwok keeps Ready; the simulated
-	// kubelets take it off a Node whose instance does not run.
+	// kwokAnnotation marks the Nodes that kwok keeps Ready.
 	kwokAnnotation = "kwok.x-k8s.io/node"
 	// taintUninitialized is how kubelet --cloud-provider=external registers a Node.
 	taintUninitialized = "node.cloudprovider.kubernetes.io/uninitialized"
@@ -93,7 +92,7 @@ func (p *playground) up(ctx context.Context) error {
 	if err := p.startControlPlane(ctx); err != nil {
 		return err
 	}
-	p.say("Creating %d Nodes as kubelet --cloud-provider=external registers them, kept Ready by kwok while their instances run (kwok.log)", p.opts.Nodes)
+	p.say("Creating %d Nodes as kubelet --cloud-provider=external registers them, kept Ready by kwok (kwok.log)", p.opts.Nodes)
 	if err := p.createNodes(ctx); err != nil {
 		return err
 	}
@@ -113,20 +112,6 @@ func (p *playground) up(ctx context.Context) error {
 		return err
 	}
 	return p.waitConverged(ctx)
-}
-
-// startKubelets starts the simulated kubelets once every Node has its
-// instance; their errors go to kubelets.log.
-func (p *playground) startKubelets(ctx context.Context) error {
-	log, err := os.Create(p.path("kubelets.log"))
-	if err != nil {
-		return err
-	}
-	go func() {
-		defer log.Close() //nolint:errcheck // a log
-		p.runKubelets(ctx, log)
-	}()
-	return nil
 }
 
 func (p *playground) startControlPlane(ctx context.Context) error {
@@ -482,14 +467,12 @@ ccmkit is running: %d Nodes initialised from the fake cloud, Service default/%s 
   kubectl get events -A --field-selector source=service-controller
 
 The fake cloud's admin API is at %s:
-  curl -X POST %s/instances/playground-node-1/stop     # the Node goes NotReady and gets the shutdown taint
-  curl -X POST %s/instances/playground-node-1/start    # Ready again, the taint goes
-  curl -X DELETE %s/instances/%s          # NotReady, then deleted after --node-deletion-grace-period (30s)
+  curl -X POST %s/instances/playground-node-1/stop                 # the Node gets the shutdown taint
   curl -X POST %s/faults -d '{"method":"EnsureLoadBalancer","latency":"5s"}'   # slow load balancers
   curl %s/loadbalancers
 
 ccmkit's health and metrics: https://127.0.0.1:%d/healthz
-Logs: %s/{ccm,kwok,kubelets,control-plane}.log
+Logs: %s/{ccm,kwok,control-plane}.log
 Ctrl-C stops everything (or make run-down from another shell).
-`, p.opts.Nodes, demoService, p.kubeconfig, demoService, admin, admin, admin, admin, fmt.Sprintf("playground-node-%d", p.opts.Nodes), admin, admin, p.opts.CCMPort, p.opts.Dir)
+`, p.opts.Nodes, demoService, p.kubeconfig, demoService, admin, admin, admin, admin, p.opts.CCMPort, p.opts.Dir)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,7 +16,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -36,8 +34,6 @@ func TestMakeRun(t *testing.T) {
 	dir := t.TempDir()
 	args := []string{"-s", "-C", root, "run", "NODES=2",
 		"RUN_FLAGS=-non-interactive -dir " + dir + " -ccm-port " + strconv.Itoa(freePort(t)) + " -admin-port " + strconv.Itoa(freePort(t))}
-	adminPort := freePort(t)
-	args[len(args)-1] = "RUN_FLAGS=-non-interactive -dir " + dir + " -ccm-port " + strconv.Itoa(freePort(t)) + " -admin-port " + strconv.Itoa(adminPort)
 	out := &lockedBuffer{}
 	cmd := exec.Command("make", args...)
 	cmd.Stdout, cmd.Stderr = out, out
@@ -108,27 +104,6 @@ func TestMakeRun(t *testing.T) {
 		t.Errorf("demo Service ingress = %v, want one IP", ing)
 	}
 
-	// The printed tips happen: a stopped instance's Node goes NotReady and
-	// gets the shutdown taint, which goes when it starts again; a deleted
-	// instance's Node is deleted.
-	admin := "http://127.0.0.1:" + strconv.Itoa(adminPort)
-	adminPost(t, http.MethodPost, admin+"/instances/playground-node-1/stop")
-	waitPlaygroundNode(t, client, "playground-node-1", "NotReady with the shutdown taint", func(n *v1.Node) bool {
-		return !nodeReady(n) && hasTaint(n, taintShutdown)
-	})
-	adminPost(t, http.MethodPost, admin+"/instances/playground-node-1/start")
-	waitPlaygroundNode(t, client, "playground-node-1", "Ready without the shutdown taint", func(n *v1.Node) bool {
-		return nodeReady(n) && !hasTaint(n, taintShutdown)
-	})
-	adminPost(t, http.MethodDelete, admin+"/instances/playground-node-2")
-	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		_, err := client.CoreV1().Nodes().Get(ctx, "playground-node-2", metav1.GetOptions{})
-		return apierrors.IsNotFound(err), nil
-	})
-	if err != nil {
-		t.Errorf("the Node of the deleted instance was not deleted: %v", err)
-	}
-
 	pid, err := os.ReadFile(filepath.Join(dir, "playground.pid"))
 	if err != nil {
 		t.Fatal(err)
@@ -154,48 +129,6 @@ func TestMakeRun(t *testing.T) {
 	if left := processesNaming(dir); len(left) > 0 {
 		t.Errorf("processes left running after the stop: %v", left)
 	}
-}
-
-const taintShutdown = "node.cloudprovider.kubernetes.io/shutdown"
-
-func adminPost(t *testing.T, method, url string) {
-	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), method, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = resp.Body.Close()
-	if resp.StatusCode >= 300 {
-		t.Fatalf("%s %s: %s", method, url, resp.Status)
-	}
-}
-
-func waitPlaygroundNode(t *testing.T, client kubernetes.Interface, name, what string, cond func(*v1.Node) bool) {
-	t.Helper()
-	var last *v1.Node
-	err := wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		n, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		last = n
-		return cond(n), nil
-	})
-	if err != nil {
-		t.Fatalf("Node %s not %s (conditions %+v, taints %v): %v", name, what, last.Status.Conditions, last.Spec.Taints, err)
-	}
-}
-
-func nodeReady(n *v1.Node) bool {
-	return slices.ContainsFunc(n.Status.Conditions, func(c v1.NodeCondition) bool { return c.Type == v1.NodeReady && c.Status == v1.ConditionTrue })
-}
-
-func hasTaint(n *v1.Node, key string) bool {
-	return slices.ContainsFunc(n.Spec.Taints, func(t v1.Taint) bool { return t.Key == key })
 }
 
 // TestMakeRunPortTaken: a taken port is a clear error before anything starts.
