@@ -5,7 +5,7 @@
 // LoadBalancer Service. `make run` starts it; Ctrl-C stops everything it
 // started; `make run-down` stops a run left in the background.
 //
-//	playground [-nodes 3] [-dir .cache/run] [-non-interactive]
+//	playground [-nodes 3] [-dir .cache/run] [-non-interactive] [-- cloud-controller-manager flags]
 //	playground -down [-dir .cache/run]
 package main
 
@@ -37,7 +37,12 @@ func run() int {
 	flag.StringVar(&opts.KwokConfig, "kwok-config", opts.KwokConfig, "kwok's stages")
 	flag.BoolVar(&opts.NonInteractive, "non-interactive", opts.NonInteractive, "print progress as plain lines")
 	down := flag.Bool("down", false, "stop the run whose state is in -dir, and exit")
+	flag.Usage = func() {
+		_, _ = fmt.Fprintf(flag.CommandLine.Output(), "Usage: %s [flags] [-- cloud-controller-manager flags]\n", os.Args[0])
+		flag.PrintDefaults()
+	}
 	flag.Parse()
+	opts.CCMArgs = flag.Args()
 
 	dir, err := filepath.Abs(opts.Dir)
 	if err != nil {
@@ -92,6 +97,9 @@ type options struct {
 	AdminPort      int
 	NonInteractive bool
 	KwokConfig     string
+	// CCMArgs are added to the cloud-controller-manager's flags (after
+	// the playground's own, so they win).
+	CCMArgs []string
 }
 
 func defaultOptions() options {

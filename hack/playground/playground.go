@@ -191,12 +191,13 @@ adminAddress: 127.0.0.1:%d
 	if err := os.WriteFile(p.path("fake-cloud.yaml"), []byte(config), 0o644); err != nil {
 		return err
 	}
-	if err := p.start(ctx, "ccm", p.opts.CCM,
-		"--cloud-provider=fake", "--cloud-config="+p.path("fake-cloud.yaml"),
-		"--kubeconfig="+p.kubeconfig, "--authentication-kubeconfig="+p.kubeconfig, "--authorization-kubeconfig="+p.kubeconfig,
-		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(p.opts.CCMPort),
-		"--cluster-cidr="+clusterCIDR, "--leader-elect=true", "--v=2",
-	); err != nil {
+	args := append([]string{
+		"--cloud-provider=fake", "--cloud-config=" + p.path("fake-cloud.yaml"),
+		"--kubeconfig=" + p.kubeconfig, "--authentication-kubeconfig=" + p.kubeconfig, "--authorization-kubeconfig=" + p.kubeconfig,
+		"--bind-address=127.0.0.1", "--secure-port=" + strconv.Itoa(p.opts.CCMPort),
+		"--cluster-cidr=" + clusterCIDR, "--leader-elect=true", "--v=2",
+	}, p.opts.CCMArgs...)
+	if err := p.start(ctx, "ccm", p.opts.CCM, args...); err != nil {
 		return err
 	}
 	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
