@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -82,6 +83,79 @@ func TestMakeRun(t *testing.T) {
 	}
 	if left := processesNaming(dir); len(left) > 0 {
 		t.Errorf("processes left running after the stop: %v", left)
+	}
+}
+
+// TestPlaygroundInstanceLifecycle: the guide's lines that stop, start and
+// delete an instance through the fake cloud's admin API do what they say.
+// A stopped instance's Node goes NotReady (Ready Unknown, as
+// kube-controller-manager marks a Node whose kubelet stopped posting status)
+// and ccmkit gives it the shutdown taint; started again, it is Ready and the
+// taint goes; a deleted instance's Node is deleted. The CCM's periods are
+// shortened with the playground's arguments after --.
+func TestPlaygroundInstanceLifecycle(t *testing.T) {
+	run := startMakeRun(t, 2, "--", "--node-monitor-period=1s", "--node-deletion-grace-period=2s")
+	cp := &harness.ControlPlane{Client: run.client}
+	stop := run.admin + "/instances/playground-node-1/stop"
+	start := run.admin + "/instances/playground-node-1/start"
+	remove := run.admin + "/instances/playground-node-2"
+	for _, want := range []string{"curl -X POST " + stop + " ", "curl -X POST " + start + " ", "curl -X DELETE " + remove + " "} {
+		if !strings.Contains(run.out.String(), want) {
+			t.Errorf("the guide does not say %q", want)
+		}
+	}
+
+	adminRequest(t, http.MethodPost, stop)
+	n := waitNode(t, cp, "playground-node-1", "NotReady with the shutdown taint", func(n *v1.Node) bool {
+		return readyCondition(n).Status == v1.ConditionUnknown && hasTaint(n, taintShutdown)
+	})
+	if c := readyCondition(n); c.Reason != "NodeStatusUnknown" || c.Message != "Kubelet stopped posting node status." {
+		t.Errorf("Ready condition of the stopped Node: reason %q message %q, want kube-controller-manager's NodeStatusUnknown", c.Reason, c.Message)
+	}
+
+	adminRequest(t, http.MethodPost, start)
+	waitNode(t, cp, "playground-node-1", "Ready without the shutdown taint", func(n *v1.Node) bool {
+		return readyCondition(n).Status == v1.ConditionTrue && !hasTaint(n, taintShutdown)
+	})
+
+	adminRequest(t, http.MethodDelete, remove)
+	waitNodeGone(t, cp, "playground-node-2")
+	if _, err := run.client.CoreV1().Nodes().Get(t.Context(), "playground-node-1", metav1.GetOptions{}); err != nil {
+		t.Errorf("the Node of the running instance: %v", err)
+	}
+}
+
+const taintShutdown = "node.cloudprovider.kubernetes.io/shutdown"
+
+func hasTaint(n *v1.Node, key string) bool {
+	return slices.ContainsFunc(n.Spec.Taints, func(t v1.Taint) bool { return t.Key == key })
+}
+
+// readyCondition returns the Node's Ready condition, a zero one if it has none.
+func readyCondition(n *v1.Node) v1.NodeCondition {
+	for _, c := range n.Status.Conditions {
+		if c.Type == v1.NodeReady {
+			return c
+		}
+	}
+	return v1.NodeCondition{}
+}
+
+// adminRequest sends a body-less request to the fake cloud's admin API and
+// fails the test unless it succeeds.
+func adminRequest(t *testing.T, method, url string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		t.Fatalf("%s %s: %s", method, url, resp.Status)
 	}
 }
 
