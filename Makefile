@@ -70,7 +70,8 @@ lint: $(GOLANGCI) ## Run golangci-lint.
 	$(GOLANGCI) run ./...
 
 NODES ?= 3
-# RUN_FLAGS: extra playground flags, e.g. -non-interactive, -dir, -ccm-port, -admin-port.
+# RUN_FLAGS: extra playground flags, e.g. -non-interactive, -dir, -ccm-port, -admin-port; after
+# --, flags for the cloud-controller-manager, e.g. -- --node-monitor-period=1s.
 RUN_FLAGS ?=
 .PHONY: run
 run: testbin build ## Bring up a local control plane, NODES (3) kwok Nodes, ccmkit with the fake cloud and a demo LoadBalancer Service; Ctrl-C stops it all.

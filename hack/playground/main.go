@@ -1,11 +1,12 @@
 // Command playground runs ccmkit on one machine with nothing installed
-// beforehand: a local kube-apiserver and etcd, Nodes kept Ready by kwok
-// and registered as a kubelet with --cloud-provider=external registers
-// them, the cloud-controller-manager with the fake cloud, and a demo
-// LoadBalancer Service. `make run` starts it; Ctrl-C stops everything it
+// beforehand: a local kube-apiserver and etcd, Nodes registered as a
+// kubelet with --cloud-provider=external registers them and kept Ready by
+// kwok while their instance in the fake cloud runs, the
+// cloud-controller-manager with the fake cloud, and a demo LoadBalancer
+// Service. `make run` starts it; Ctrl-C stops everything it
 // started; `make run-down` stops a run left in the background.
 //
-//	playground [-nodes 3] [-dir .cache/run] [-non-interactive]
+//	playground [-nodes 3] [-dir .cache/run] [-non-interactive] [-- cloud-controller-manager flags]
 //	playground -down [-dir .cache/run]
 package main
 
@@ -18,6 +19,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -37,7 +39,12 @@ func run() int {
 	flag.StringVar(&opts.KwokConfig, "kwok-config", opts.KwokConfig, "kwok's stages")
 	flag.BoolVar(&opts.NonInteractive, "non-interactive", opts.NonInteractive, "print progress as plain lines")
 	down := flag.Bool("down", false, "stop the run whose state is in -dir, and exit")
+	flag.Usage = func() {
+		_, _ = fmt.Fprintf(flag.CommandLine.Output(), "Usage: %s [flags] [-- cloud-controller-manager flags]\n", os.Args[0])
+		flag.PrintDefaults()
+	}
 	flag.Parse()
+	opts.CCMArgs = flag.Args()
 
 	dir, err := filepath.Abs(opts.Dir)
 	if err != nil {
@@ -92,6 +99,9 @@ type options struct {
 	AdminPort      int
 	NonInteractive bool
 	KwokConfig     string
+	// CCMArgs are added to the cloud-controller-manager's flags (after
+	// the playground's own, so they win).
+	CCMArgs []string
 }
 
 func defaultOptions() options {
@@ -129,6 +139,27 @@ func (o options) check() error {
 		errs = append(errs, fmt.Errorf("a run (pid %d) is already using %s; stop it with make run-down", pid, o.Dir))
 	}
 	return errors.Join(errs...)
+}
+
+// Defaults of the cloud-controller-manager that the guide names; a test
+// keeps them equal to app.NewOptions().
+const (
+	ccmNodeMonitorPeriod       = 5 * time.Second
+	ccmNodeDeletionGracePeriod = 30 * time.Second
+)
+
+// ccmFlag returns the value that CCMArgs give the cloud-controller-manager
+// flag --name (the last one wins), or def, its default.
+func (o options) ccmFlag(name string, def time.Duration) string {
+	value := def.String()
+	for i, arg := range o.CCMArgs {
+		if v, ok := strings.CutPrefix(arg, "--"+name+"="); ok {
+			value = v
+		} else if arg == "--"+name && i+1 < len(o.CCMArgs) {
+			value = o.CCMArgs[i+1]
+		}
+	}
+	return value
 }
 
 // progress writes a line that the next one replaces on a terminal, or

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -20,17 +21,28 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/ccmkit/ccmkit/providers/fake"
 )
 
 const (
 	// kwokAnnotation marks the Nodes that kwok keeps Ready.
 	kwokAnnotation = "kwok.x-k8s.io/node"
+	// kubeletAnnotation, set to kubeletStopped, stops the simulated kubelet
+	// of a Node: kwok's stages (kwok.yaml) then stop its heartbeat and set
+	// its Ready condition to Unknown.
+	kubeletAnnotation = "playground.ccmkit.io/kubelet"
+	kubeletStopped    = "stopped"
+	// followPeriod is how often the Nodes' kubelets are matched to their
+	// instances in the fake cloud.
+	followPeriod = time.Second
 	// taintUninitialized is how kubelet --cloud-provider=external registers a Node.
 	taintUninitialized = "node.cloudprovider.kubernetes.io/uninitialized"
 	// stopGrace is how long a process gets between SIGTERM and SIGKILL.
@@ -50,6 +62,8 @@ type playground struct {
 	client     kubernetes.Interface
 	kubeconfig string
 	procs      []*process
+	// stopFollowing stops the loop of followInstances and waits for it.
+	stopFollowing func()
 	// logHint tells where to look when the start-up fails.
 	logHint string
 }
@@ -111,7 +125,11 @@ func (p *playground) up(ctx context.Context) error {
 	if err := p.createDemoService(ctx); err != nil {
 		return err
 	}
-	return p.waitConverged(ctx)
+	if err := p.waitConverged(ctx); err != nil {
+		return err
+	}
+	p.followInstances(ctx)
+	return nil
 }
 
 func (p *playground) startControlPlane(ctx context.Context) error {
@@ -191,12 +209,13 @@ adminAddress: 127.0.0.1:%d
 	if err := os.WriteFile(p.path("fake-cloud.yaml"), []byte(config), 0o644); err != nil {
 		return err
 	}
-	if err := p.start(ctx, "ccm", p.opts.CCM,
-		"--cloud-provider=fake", "--cloud-config="+p.path("fake-cloud.yaml"),
-		"--kubeconfig="+p.kubeconfig, "--authentication-kubeconfig="+p.kubeconfig, "--authorization-kubeconfig="+p.kubeconfig,
-		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(p.opts.CCMPort),
-		"--cluster-cidr="+clusterCIDR, "--leader-elect=true", "--v=2",
-	); err != nil {
+	args := append([]string{
+		"--cloud-provider=fake", "--cloud-config=" + p.path("fake-cloud.yaml"),
+		"--kubeconfig=" + p.kubeconfig, "--authentication-kubeconfig=" + p.kubeconfig, "--authorization-kubeconfig=" + p.kubeconfig,
+		"--bind-address=127.0.0.1", "--secure-port=" + strconv.Itoa(p.opts.CCMPort),
+		"--cluster-cidr=" + clusterCIDR, "--leader-elect=true", "--v=2",
+	}, p.opts.CCMArgs...)
+	if err := p.start(ctx, "ccm", p.opts.CCM, args...); err != nil {
 		return err
 	}
 	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
@@ -270,6 +289,103 @@ func (p *playground) waitConverged(ctx context.Context) error {
 	})
 }
 
+// followInstances starts a loop that keeps every Node's simulated kubelet
+// in step with its instance in the fake cloud, as a real kubelet stops with
+// its machine; down stops it. It prints what it changes, and an error once.
+func (p *playground) followInstances(ctx context.Context) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	p.stopFollowing = func() {
+		cancel()
+		<-done
+	}
+	client := &http.Client{Timeout: 2 * time.Second}
+	go func() {
+		defer close(done)
+		var lastErr string
+		wait.UntilWithContext(ctx, func(ctx context.Context) {
+			msg := ""
+			if err := p.syncKubelets(ctx, client); err != nil && ctx.Err() == nil {
+				msg = err.Error()
+			}
+			if msg != "" && msg != lastErr {
+				_, _ = fmt.Fprintf(p.out, "  following the fake cloud's instances: %s\n", msg)
+			}
+			lastErr = msg
+		}, followPeriod)
+	}()
+}
+
+// syncKubelets stops the simulated kubelet of every initialised Node whose
+// instance is stopped, terminated or gone from the fake cloud, and starts it
+// again when the instance runs. kwok's stages (kwok.yaml) do the rest: a
+// Node whose kubelet is stopped gets no heartbeat and its Ready condition
+// goes Unknown, as kube-controller-manager marks a Node whose kubelet stopped
+// posting status; started again, it is Ready.
+func (p *playground) syncKubelets(ctx context.Context, client *http.Client) error {
+	url := fmt.Sprintf("http://127.0.0.1:%d/instances", p.opts.AdminPort)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	var instances []fake.Instance
+	if err := json.NewDecoder(resp.Body).Decode(&instances); err != nil {
+		return fmt.Errorf("GET %s: %w", url, err)
+	}
+	states := make(map[string]string, len(instances))
+	for _, in := range instances {
+		states[in.ID] = in.State
+	}
+
+	nodes, err := p.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, n := range nodes.Items {
+		id, ok := strings.CutPrefix(n.Spec.ProviderID, fake.ProviderName+"://")
+		if !ok {
+			// Not initialised: ccmkit has not looked its instance up yet.
+			continue
+		}
+		state, ok := states[id]
+		if !ok {
+			state = "gone"
+		}
+		stop := state != fake.StateRunning
+		if stop == (n.Annotations[kubeletAnnotation] == kubeletStopped) {
+			continue
+		}
+		var value any // null removes the annotation
+		msg := fmt.Sprintf("%s: instance running; its kubelet posts status again (Ready)", n.Name)
+		if stop {
+			value = kubeletStopped
+			msg = fmt.Sprintf("%s: instance %s; its kubelet stops posting status (Ready Unknown)", n.Name, state)
+		}
+		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{kubeletAnnotation: value}}})
+		if err != nil {
+			return err
+		}
+		_, err = p.client.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			errs = append(errs, fmt.Errorf("annotating Node %s: %w", n.Name, err))
+		default:
+			_, _ = fmt.Fprintln(p.out, "  "+msg)
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // waitFor polls check, showing its message as progress, until it is done,
 // fails, or waitLimit passes.
 func (p *playground) waitFor(ctx context.Context, check func(context.Context) (string, bool, error)) error {
@@ -335,6 +451,9 @@ func (p *playground) exited(names ...string) error {
 // down stops the children, last started first (ccmkit releases its Lease
 // while the apiserver still runs), then the control plane.
 func (p *playground) down(ctx context.Context) error {
+	if p.stopFollowing != nil {
+		p.stopFollowing()
+	}
 	var errs []error
 	for _, proc := range slices.Backward(p.procs) {
 		if err := stopProcess(ctx, proc); err != nil {
@@ -458,6 +577,7 @@ func freePort() int {
 
 func (p *playground) printGuide() {
 	admin := fmt.Sprintf("http://127.0.0.1:%d", p.opts.AdminPort)
+	last := fmt.Sprintf("playground-node-%d", p.opts.Nodes)
 	_, _ = fmt.Fprintf(p.out, `
 ccmkit is running: %d Nodes initialised from the fake cloud, Service default/%s has an address.
 
@@ -466,13 +586,20 @@ ccmkit is running: %d Nodes initialised from the fake cloud, Service default/%s 
   kubectl get svc %s
   kubectl get events -A --field-selector source=service-controller
 
-The fake cloud's admin API is at %s:
-  curl -X POST %s/instances/playground-node-1/stop                 # the Node gets the shutdown taint
+The fake cloud's admin API is at %s. A Node's kubelet stops and starts with its
+instance; ccmkit checks the NotReady Nodes every %s (--node-monitor-period):
+  curl -X POST %s/instances/playground-node-1/stop     # NotReady, then the shutdown taint
+  curl -X POST %s/instances/playground-node-1/start    # Ready again, the taint goes
+  curl -X DELETE %s/instances/%-24s # NotReady, then the Node is deleted once its instance has been gone %s
+  kubectl get nodes -o custom-columns='NAME:.metadata.name,READY:.status.conditions[?(@.type=="Ready")].status,TAINTS:.spec.taints[*].key'
   curl -X POST %s/faults -d '{"method":"EnsureLoadBalancer","latency":"5s"}'   # slow load balancers
   curl %s/loadbalancers
 
 ccmkit's health and metrics: https://127.0.0.1:%d/healthz
 Logs: %s/{ccm,kwok,control-plane}.log
 Ctrl-C stops everything (or make run-down from another shell).
-`, p.opts.Nodes, demoService, p.kubeconfig, demoService, admin, admin, admin, admin, p.opts.CCMPort, p.opts.Dir)
+`, p.opts.Nodes, demoService, p.kubeconfig, demoService,
+		admin, p.opts.ccmFlag("node-monitor-period", ccmNodeMonitorPeriod),
+		admin, admin, admin, last, p.opts.ccmFlag("node-deletion-grace-period", ccmNodeDeletionGracePeriod),
+		admin, admin, p.opts.CCMPort, p.opts.Dir)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,62 +29,16 @@ import (
 // simulated Nodes get initialised from the fake cloud and the demo Service
 // gets an address; an interrupt stops it, and nothing of it keeps running.
 func TestMakeRun(t *testing.T) {
-	harness.BuildCCM(t) // skips with -short; make run builds its own binary
+	run := startMakeRun(t, 2)
 	ctx := t.Context()
-	root := repoRoot(t)
-	dir := t.TempDir()
-	args := []string{"-s", "-C", root, "run", "NODES=2",
-		"RUN_FLAGS=-non-interactive -dir " + dir + " -ccm-port " + strconv.Itoa(freePort(t)) + " -admin-port " + strconv.Itoa(freePort(t))}
-	out := &lockedBuffer{}
-	cmd := exec.Command("make", args...)
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = exec.Command(filepath.Join(root, "bin", "playground"), "-down", "-dir", dir).Run()
-			t.Logf("make run stopped: %v", <-exited)
-		}
-		if t.Failed() {
-			t.Logf("make run output:\n%s", out)
-			for _, log := range []string{"ccm.log", "kwok.log"} {
-				if b, err := os.ReadFile(filepath.Join(dir, log)); err == nil {
-					t.Logf("%s:\n%s", log, tail(string(b), 40))
-				}
-			}
-		}
-	})
-
-	// make builds the binaries first (testbin is already there).
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 5*time.Minute, true, func(context.Context) (bool, error) {
-		select {
-		case err := <-exited:
-			return false, errors.Join(errors.New("make run exited early"), err)
-		default:
-		}
-		return strings.Contains(out.String(), "ccmkit is running"), nil
-	})
-	if err != nil {
-		t.Fatalf("make run did not come up: %v", err)
-	}
+	dir := run.dir
 	for _, want := range []string{"export KUBECONFIG=" + filepath.Join(dir, "kubeconfig"), "kubectl get nodes -L topology.kubernetes.io/zone", "kubectl get svc", "curl -X POST http://127.0.0.1:", "/faults", "Logs: " + dir} {
-		if !strings.Contains(out.String(), want) {
+		if !strings.Contains(run.out.String(), want) {
 			t.Errorf("the guide does not say %q", want)
 		}
 	}
 
-	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dir, "kubeconfig"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	nodes, err := run.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +51,7 @@ func TestMakeRun(t *testing.T) {
 			t.Errorf("Node %s not initialised: providerID %q labels %v taints %v", n.Name, n.Spec.ProviderID, n.Labels, n.Spec.Taints)
 		}
 	}
-	svc, err := client.CoreV1().Services("default").Get(ctx, "demo", metav1.GetOptions{})
+	svc, err := run.client.CoreV1().Services("default").Get(ctx, "demo", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,19 +71,169 @@ func TestMakeRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	select {
-	case err := <-exited:
-		if err != nil {
-			t.Errorf("make run after the interrupt: %v", err)
+	case <-run.done:
+		if run.err != nil {
+			t.Errorf("make run after the interrupt: %v", run.err)
 		}
 	case <-time.After(2 * time.Minute):
 		t.Fatal("make run did not stop within 2 minutes of the interrupt")
 	}
-	if !strings.Contains(out.String(), "nothing left running") {
+	if !strings.Contains(run.out.String(), "nothing left running") {
 		t.Errorf("no final word that everything stopped")
 	}
 	if left := processesNaming(dir); len(left) > 0 {
 		t.Errorf("processes left running after the stop: %v", left)
 	}
+}
+
+// TestPlaygroundInstanceLifecycle: the guide's lines that stop, start and
+// delete an instance through the fake cloud's admin API do what they say.
+// A stopped instance's Node goes NotReady (Ready Unknown, as
+// kube-controller-manager marks a Node whose kubelet stopped posting status)
+// and ccmkit gives it the shutdown taint; started again, it is Ready and the
+// taint goes; a deleted instance's Node is deleted. The CCM's periods are
+// shortened with the playground's arguments after --.
+func TestPlaygroundInstanceLifecycle(t *testing.T) {
+	run := startMakeRun(t, 2, "--", "--node-monitor-period=1s", "--node-deletion-grace-period=2s")
+	cp := &harness.ControlPlane{Client: run.client}
+	stop := run.admin + "/instances/playground-node-1/stop"
+	start := run.admin + "/instances/playground-node-1/start"
+	remove := run.admin + "/instances/playground-node-2"
+	for _, want := range []string{"curl -X POST " + stop + " ", "curl -X POST " + start + " ", "curl -X DELETE " + remove + " "} {
+		if !strings.Contains(run.out.String(), want) {
+			t.Errorf("the guide does not say %q", want)
+		}
+	}
+
+	adminRequest(t, http.MethodPost, stop)
+	n := waitNode(t, cp, "playground-node-1", "NotReady with the shutdown taint", func(n *v1.Node) bool {
+		return readyCondition(n).Status == v1.ConditionUnknown && hasTaint(n, taintShutdown)
+	})
+	if c := readyCondition(n); c.Reason != "NodeStatusUnknown" || c.Message != "Kubelet stopped posting node status." {
+		t.Errorf("Ready condition of the stopped Node: reason %q message %q, want kube-controller-manager's NodeStatusUnknown", c.Reason, c.Message)
+	}
+
+	adminRequest(t, http.MethodPost, start)
+	waitNode(t, cp, "playground-node-1", "Ready without the shutdown taint", func(n *v1.Node) bool {
+		return readyCondition(n).Status == v1.ConditionTrue && !hasTaint(n, taintShutdown)
+	})
+
+	adminRequest(t, http.MethodDelete, remove)
+	waitNodeGone(t, cp, "playground-node-2")
+	if _, err := run.client.CoreV1().Nodes().Get(t.Context(), "playground-node-1", metav1.GetOptions{}); err != nil {
+		t.Errorf("the Node of the running instance: %v", err)
+	}
+}
+
+const taintShutdown = "node.cloudprovider.kubernetes.io/shutdown"
+
+func hasTaint(n *v1.Node, key string) bool {
+	return slices.ContainsFunc(n.Spec.Taints, func(t v1.Taint) bool { return t.Key == key })
+}
+
+// readyCondition returns the Node's Ready condition, a zero one if it has none.
+func readyCondition(n *v1.Node) v1.NodeCondition {
+	for _, c := range n.Status.Conditions {
+		if c.Type == v1.NodeReady {
+			return c
+		}
+	}
+	return v1.NodeCondition{}
+}
+
+// adminRequest sends a body-less request to the fake cloud's admin API and
+// fails the test unless it succeeds.
+func adminRequest(t *testing.T, method, url string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		t.Fatalf("%s %s: %s", method, url, resp.Status)
+	}
+}
+
+// makeRun is a `make run` started by a test.
+type makeRun struct {
+	dir string
+	// admin is the URL of the fake cloud's admin API.
+	admin  string
+	out    *lockedBuffer
+	client kubernetes.Interface
+	// done is closed when make run has exited, with err.
+	done chan struct{}
+	err  error
+}
+
+// startMakeRun runs `make run` with nodes Nodes, non-interactive, on free
+// ports, with args added to its RUN_FLAGS, and waits until it prints its
+// guide. Cleanup stops it and, when the test failed, logs its output.
+func startMakeRun(t *testing.T, nodes int, args ...string) *makeRun {
+	t.Helper()
+	harness.BuildCCM(t) // skips with -short; make run builds its own binary
+	root := repoRoot(t)
+	adminPort := freePort(t)
+	run := &makeRun{
+		dir:   t.TempDir(),
+		admin: "http://127.0.0.1:" + strconv.Itoa(adminPort),
+		out:   &lockedBuffer{},
+		done:  make(chan struct{}),
+	}
+	flags := append([]string{"-non-interactive", "-dir", run.dir, "-ccm-port", strconv.Itoa(freePort(t)), "-admin-port", strconv.Itoa(adminPort)}, args...)
+	cmd := exec.Command("make", "-s", "-C", root, "run", "NODES="+strconv.Itoa(nodes), "RUN_FLAGS="+strings.Join(flags, " "))
+	cmd.Stdout, cmd.Stderr = run.out, run.out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		run.err = cmd.Wait()
+		close(run.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-run.done:
+		default:
+			_ = exec.Command(filepath.Join(root, "bin", "playground"), "-down", "-dir", run.dir).Run()
+			<-run.done
+			t.Logf("make run stopped: %v", run.err)
+		}
+		if t.Failed() {
+			t.Logf("make run output:\n%s", run.out)
+			for _, log := range []string{"ccm.log", "kwok.log"} {
+				if b, err := os.ReadFile(filepath.Join(run.dir, log)); err == nil {
+					t.Logf("%s:\n%s", log, tail(string(b), 40))
+				}
+			}
+		}
+	})
+
+	// make builds the binaries first (testbin is already there).
+	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 5*time.Minute, true, func(context.Context) (bool, error) {
+		select {
+		case <-run.done:
+			return false, errors.Join(errors.New("make run exited early"), run.err)
+		default:
+		}
+		return strings.Contains(run.out.String(), "ccmkit is running"), nil
+	})
+	if err != nil {
+		t.Fatalf("make run did not come up: %v", err)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(run.dir, "kubeconfig"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run.client, err = kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return run
 }
 
 // TestMakeRunPortTaken: a taken port is a clear error before anything starts.
