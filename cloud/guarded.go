@@ -3,8 +3,11 @@ package cloud
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"hash"
+	"slices"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -12,8 +15,12 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 )
 
-// The guarded method sets. Arguments are deep-copied before they reach the
-// provider: a detached call may outlive its caller's use of them.
+// The guarded method sets. A detached call may outlive its caller's use of
+// its arguments, so Services, routes and single Nodes are copied before they
+// reach the provider. A load balancer's node list is not: its Nodes come
+// from the informer cache, which no one changes (a provider must not either,
+// as with upstream's controllers), and copying thousands of Nodes on every
+// call would cost more memory than the cache itself. Only the slice is copied.
 
 type instancesV2 struct {
 	g *Guard
@@ -95,14 +102,14 @@ func (l *loadBalancer) GetLoadBalancerName(ctx context.Context, clusterName stri
 }
 
 func (l *loadBalancer) EnsureLoadBalancer(ctx context.Context, clusterName string, svc *v1.Service, nodes []*v1.Node) (*v1.LoadBalancerStatus, error) {
-	svc, nodes = svc.DeepCopy(), copyNodes(nodes)
+	svc, nodes = svc.DeepCopy(), slices.Clone(nodes)
 	return do(ctx, l.g, l.serviceRequest("EnsureLoadBalancer", true, svc, nodes), func(ctx context.Context) (*v1.LoadBalancerStatus, error) {
 		return l.p.EnsureLoadBalancer(ctx, clusterName, svc, nodes)
 	})
 }
 
 func (l *loadBalancer) UpdateLoadBalancer(ctx context.Context, clusterName string, svc *v1.Service, nodes []*v1.Node) error {
-	svc, nodes = svc.DeepCopy(), copyNodes(nodes)
+	svc, nodes = svc.DeepCopy(), slices.Clone(nodes)
 	_, err := do(ctx, l.g, l.serviceRequest("UpdateLoadBalancer", true, svc, nodes), func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, l.p.UpdateLoadBalancer(ctx, clusterName, svc, nodes)
 	})
@@ -172,17 +179,6 @@ func routeNode(route *cloudprovider.Route) runtime.Object {
 	return &v1.ObjectReference{Kind: "Node", Name: string(route.TargetNode), UID: types.UID(route.TargetNode)}
 }
 
-func copyNodes(nodes []*v1.Node) []*v1.Node {
-	if nodes == nil {
-		return nil
-	}
-	out := make([]*v1.Node, len(nodes))
-	for i, n := range nodes {
-		out[i] = n.DeepCopy()
-	}
-	return out
-}
-
 func copyRoute(r *cloudprovider.Route) *cloudprovider.Route {
 	c := *r
 	c.TargetNodeAddresses = append([]v1.NodeAddress(nil), r.TargetNodeAddresses...)
@@ -191,19 +187,60 @@ func copyRoute(r *cloudprovider.Route) *cloudprovider.Route {
 
 // serviceFingerprint covers what a provider reads to build a load balancer:
 // the Service's identity, annotations and spec, and the nodes' identity,
-// addresses and labels (not their status heartbeats).
+// addresses and labels (not their status heartbeats). The nodes are hashed
+// field by field: a JSON rendering of thousands of them on every call would
+// be garbage of the size of the node cache.
 func serviceFingerprint(svc *v1.Service, nodes []*v1.Node) string {
-	type node struct {
-		Name       string
-		ProviderID string
-		Addresses  []v1.NodeAddress
-		Labels     map[string]string
+	h := sha256.New()
+	w := fieldWriter{h: h, buf: make([]byte, 0, 4096)}
+	w.field(fingerprint(svc.UID, svc.Annotations, svc.Spec))
+	var keys []string
+	for _, n := range nodes {
+		w.field(n.Name)
+		w.field(n.Spec.ProviderID)
+		w.count(len(n.Status.Addresses))
+		for _, a := range n.Status.Addresses {
+			w.field(string(a.Type))
+			w.field(a.Address)
+		}
+		keys = keys[:0]
+		for k := range n.Labels {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		w.count(len(keys))
+		for _, k := range keys {
+			w.field(k)
+			w.field(n.Labels[k])
+		}
 	}
-	ns := make([]node, len(nodes))
-	for i, n := range nodes {
-		ns[i] = node{n.Name, n.Spec.ProviderID, n.Status.Addresses, n.Labels}
+	w.flush()
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// fieldWriter writes fields to a hash through a small buffer. Every field
+// ends with a 0 byte (API names, addresses and labels hold none) and every
+// group starts with its length, so that no two node lists write the same
+// bytes.
+type fieldWriter struct {
+	h   hash.Hash
+	buf []byte
+}
+
+func (w *fieldWriter) field(s string) {
+	w.buf = append(append(w.buf, s...), 0)
+	if len(w.buf) >= cap(w.buf)/2 {
+		w.flush()
 	}
-	return fingerprint(svc.UID, svc.Annotations, svc.Spec, ns)
+}
+
+func (w *fieldWriter) count(n int) {
+	w.buf = binary.BigEndian.AppendUint64(w.buf, uint64(n))
+}
+
+func (w *fieldWriter) flush() {
+	w.h.Write(w.buf)
+	w.buf = w.buf[:0]
 }
 
 func fingerprint(parts ...any) string {
