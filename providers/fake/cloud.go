@@ -67,6 +67,7 @@ type Cloud struct {
 	autoIPs   *pool
 	autoSeq   int
 	lbs       map[string]*LoadBalancer // by name
+	members   []string                 // the last load balancer's node names
 	vips      *pool
 	routes    map[string]*Route // by destination CIDR
 	faults    []*Fault
@@ -609,7 +610,7 @@ func (c *Cloud) EnsureLoadBalancer(ctx context.Context, _ string, svc *v1.Servic
 			c.lbs[name] = lb
 		}
 		lb.Ports = slices.Clone(svc.Spec.Ports)
-		lb.Nodes = nodeNames(nodes)
+		lb.Nodes = c.memberList(nodes)
 		status = lbStatus(lb)
 		return nil
 	})
@@ -626,7 +627,7 @@ func (c *Cloud) UpdateLoadBalancer(ctx context.Context, _ string, svc *v1.Servic
 		if !ok {
 			return fmt.Errorf("fake cloud: no load balancer for %s", key)
 		}
-		lb.Nodes = nodeNames(nodes)
+		lb.Nodes = c.memberList(nodes)
 		return nil
 	})
 }
@@ -675,12 +676,19 @@ func lbStatus(lb *LoadBalancer) *v1.LoadBalancerStatus {
 	return &v1.LoadBalancerStatus{Ingress: []v1.LoadBalancerIngress{{IP: lb.VIP}}}
 }
 
-func nodeNames(nodes []*v1.Node) []string {
+// memberList returns the sorted names of nodes. Load balancers made from
+// the same node set share one list (no one changes it), so that the fake's
+// own state does not grow as load balancers x Nodes. Callers hold c.mu.
+func (c *Cloud) memberList(nodes []*v1.Node) []string {
 	names := make([]string, 0, len(nodes))
 	for _, n := range nodes {
 		names = append(names, n.Name)
 	}
 	slices.Sort(names)
+	if slices.Equal(names, c.members) {
+		return c.members
+	}
+	c.members = names
 	return names
 }
 

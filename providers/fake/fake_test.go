@@ -13,6 +13,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -240,6 +241,34 @@ func TestLoadBalancerVIPs(t *testing.T) {
 	}
 	if c2, err := c.EnsureLoadBalancer(ctx, "k", service("c"), nodes); err != nil || c2.Ingress[0].IP != a.Ingress[0].IP {
 		t.Errorf("after a delete the VIP is free again: %v, %v", c2, err)
+	}
+}
+
+// TestLoadBalancersShareMemberLists: load balancers with the same node set
+// hold one list of names, so the fake's state does not grow as load
+// balancers x Nodes; a changed set gets its own list.
+func TestLoadBalancersShareMemberLists(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	c := newCloud(t, "loadBalancers: {vipCIDR: 192.0.2.0/24}")
+	members := func(name string) []string {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.lbs[cloudprovider.DefaultLoadBalancerName(service(name))].Nodes
+	}
+	nodes := []*v1.Node{node("n2", ""), node("n1", "")}
+	for _, name := range []string{"a", "b"} {
+		if _, err := c.EnsureLoadBalancer(ctx, "k", service(name), nodes); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if a, b := members("a"), members("b"); strings.Join(b, ",") != "n1,n2" || unsafe.SliceData(a) != unsafe.SliceData(b) {
+		t.Errorf("members a %v and b %v: want one shared list n1,n2", a, b)
+	}
+	if err := c.UpdateLoadBalancer(ctx, "k", service("b"), nodes[:1]); err != nil {
+		t.Fatal(err)
+	}
+	if a, b := members("a"), members("b"); strings.Join(a, ",") != "n1,n2" || strings.Join(b, ",") != "n2" {
+		t.Errorf("after b's update: members a %v, b %v; want n1,n2 and n2", a, b)
 	}
 }
 
