@@ -23,6 +23,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -37,24 +38,25 @@ import (
 var (
 	memNodes    = flag.Int("bench.mem-nodes", 3000, "Nodes of the memory bench (M1)")
 	memServices = flag.Int("bench.mem-services", 1000, "LoadBalancer Services of the memory bench (M1)")
-	memLBNodes  = flag.Int("bench.mem-lb-nodes", 20, "Nodes eligible for load balancers; the others carry the exclusion label, so that the fake cloud's own state stays small")
+	memLBNodes  = flag.Int("bench.mem-lb-nodes", -1, "Nodes eligible for load balancers (-1: all); the others carry the exclusion label")
+	memLatency  = flag.Duration("bench.mem-lb-latency", 200*time.Millisecond, "latency of the fake cloud's EnsureLoadBalancer and UpdateLoadBalancer in the memory bench (M1)")
 )
 
 // memProcess is one CCM binary's run: its memory once converged.
 type memProcess struct {
-	name          string
-	hwm, rss      int64 // kB, VmHWM and VmRSS
-	converged     time.Duration
-	ensure, calls int
+	name      string
+	hwm, rss  int64 // kB, VmHWM and VmRSS
+	converged time.Duration
+	calls     map[string]int // by method
 }
 
 // TestMemoryBench (M1) creates memNodes Nodes and memServices LoadBalancer
 // Services shaped as a real cluster's (kubelet status with images,
 // conditions and nodeInfo; Services applied with kubectl), runs ccmkit's
 // binary and then upstream's (k8s.io/cloud-provider/app with the same fake
-// provider) on them, each until every Service has been ensured and the
-// load-balancer calls have stopped, and reads their peak and resident
-// memory from /proc. It then measures the objects' heap in this process
+// provider) on them, each until every Service has been ensured, then adds
+// a Node so that every load balancer is updated, and reads their peak and
+// resident memory from /proc. It then measures the objects' heap in this process
 // raw and after app.StripUnused.
 func TestMemoryBench(t *testing.T) {
 	ctx := t.Context()
@@ -88,7 +90,7 @@ func TestMemoryBench(t *testing.T) {
 
 	var runs []memProcess
 	for _, name := range []string{"upstream", "ccmkit"} {
-		r, err := runMemProcess(ctx, t, filepath.Join(dir, name), name, dir, kubeconfig)
+		r, err := runMemProcess(ctx, t, cp.Client, filepath.Join(dir, name), name, dir, kubeconfig)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -104,10 +106,12 @@ func TestMemoryBench(t *testing.T) {
 	}
 }
 
-// runMemProcess starts a CCM binary with the fake cloud, waits until it
+// runMemProcess starts a CCM binary with the fake cloud and waits until it
 // has ensured every Service and its load-balancer calls have stopped for
-// 5 s, waits 10 s more, reads its memory and stops it.
-func runMemProcess(ctx context.Context, t *testing.T, binary, name, dir, kubeconfig string) (memProcess, error) {
+// 5 s. It then adds a Node, so that every load balancer is updated, waits
+// the same way, waits 10 s more, reads the process's memory, stops it and
+// deletes the added Node.
+func runMemProcess(ctx context.Context, t *testing.T, client kubernetes.Interface, binary, name, dir, kubeconfig string) (memProcess, error) {
 	r := memProcess{name: name}
 	admin, err := freeAddr()
 	if err != nil {
@@ -144,31 +148,50 @@ func runMemProcess(ctx context.Context, t *testing.T, binary, name, dir, kubecon
 			_ = cmd.Process.Kill()
 			<-exited
 		}
+		added := memNodeName(*memNodes)
+		if err := client.CoreV1().Nodes().Delete(context.WithoutCancel(ctx), added, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("deleting Node %s: %v", added, err)
+		}
 	}()
 
-	var last, lastChange = -1, time.Now()
-	err = wait.PollUntilContextTimeout(ctx, time.Second, 10*time.Minute, true, func(ctx context.Context) (bool, error) {
-		select {
-		case <-exited:
-			return false, fmt.Errorf("%s exited: %w (see its log)", name, waitErr)
-		default:
-		}
-		ensure, lbCalls, calls, err := fakeCallCounts(ctx, admin)
+	// settled waits until the load-balancer calls have stopped for 5 s and
+	// method has been called at least want times.
+	settled := func(method string, want int) error {
+		last, lastChange := -1, time.Now()
+		err := wait.PollUntilContextTimeout(ctx, time.Second, 10*time.Minute, true, func(ctx context.Context) (bool, error) {
+			select {
+			case <-exited:
+				return false, fmt.Errorf("%s exited: %w (see its log)", name, waitErr)
+			default:
+			}
+			calls, err := fakeCalls(ctx, admin)
+			if err != nil {
+				return false, nil // the admin API is not up yet
+			}
+			r.calls = calls
+			lb := calls["EnsureLoadBalancer"] + calls["UpdateLoadBalancer"] + calls["EnsureLoadBalancerDeleted"] + calls["GetLoadBalancer"]
+			if lb != last {
+				last, lastChange = lb, time.Now()
+				return false, nil
+			}
+			return calls[method] >= want && time.Since(lastChange) >= 5*time.Second, nil
+		})
 		if err != nil {
-			return false, nil // the admin API is not up yet
+			out, _ := os.ReadFile(log.Name())
+			return fmt.Errorf("not settled (%d %s calls, want %d): %w\n%s", r.calls[method], method, want, err, tailLines(string(out), 20))
 		}
-		r.ensure, r.calls = ensure, calls
-		if lbCalls != last {
-			last, lastChange = lbCalls, time.Now()
-			return false, nil
-		}
-		return ensure >= *memServices && time.Since(lastChange) >= 5*time.Second, nil
-	})
-	if err != nil {
-		out, _ := os.ReadFile(log.Name())
-		return r, fmt.Errorf("not converged (%d EnsureLoadBalancer calls): %w\n%s", r.ensure, err, tailLines(string(out), 20))
+		return nil
+	}
+	if err := settled("EnsureLoadBalancer", *memServices); err != nil {
+		return r, err
 	}
 	r.converged = time.Since(started)
+	if err := createMemNode(ctx, client, *memNodes); err != nil {
+		return r, err
+	}
+	if err := settled("UpdateLoadBalancer", *memServices); err != nil {
+		return r, err
+	}
 	if err := routePause(ctx, 10*time.Second); err != nil {
 		return r, err
 	}
@@ -176,15 +199,15 @@ func runMemProcess(ctx context.Context, t *testing.T, binary, name, dir, kubecon
 	return r, err
 }
 
-// fakeCallCounts reads the fake cloud's call records through its admin API.
-func fakeCallCounts(ctx context.Context, admin string) (ensure, lb, all int, err error) {
+// fakeCalls counts the fake cloud's calls by method through its admin API.
+func fakeCalls(ctx context.Context, admin string) (map[string]int, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+admin+"/calls", nil)
 	if err != nil {
-		return 0, 0, 0, err
+		return nil, err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return 0, 0, 0, err
+		return nil, err
 	}
 	defer resp.Body.Close() //nolint:errcheck // read-only
 	var body struct {
@@ -193,18 +216,13 @@ func fakeCallCounts(ctx context.Context, admin string) (ensure, lb, all int, err
 		} `json:"calls"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
-		return 0, 0, 0, err
+		return nil, err
 	}
+	calls := map[string]int{}
 	for _, c := range body.Calls {
-		switch c.Method {
-		case "EnsureLoadBalancer":
-			ensure++
-			lb++
-		case "UpdateLoadBalancer", "EnsureLoadBalancerDeleted", "GetLoadBalancer":
-			lb++
-		}
+		calls[c.Method]++
 	}
-	return ensure, lb, len(body.Calls), nil
+	return calls, nil
 }
 
 // procMemory reads VmHWM and VmRSS (kB) of a process.
@@ -238,12 +256,22 @@ func procMemory(pid int) (hwm, rss int64, err error) {
 // VIP pool for every Service, the admin API on admin.
 func memCloudConfig(admin string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "adminAddress: %s\nloadBalancers: {vipCIDR: %s}\ninstances:\n", admin, serviceVIPCIDR)
-	for i := range *memNodes {
+	fmt.Fprintf(&b, "adminAddress: %s\nloadBalancers: {vipCIDR: %s}\n", admin, serviceVIPCIDR)
+	fmt.Fprintf(&b, "faults:\n- {method: EnsureLoadBalancer, latency: %s}\n- {method: UpdateLoadBalancer, latency: %s}\ninstances:\n", *memLatency, *memLatency)
+	for i := range *memNodes + 1 {
 		fmt.Fprintf(&b, "- {name: %s, id: i-%06d, type: m5.xlarge, zone: zone-%c, region: region-1, addresses: [{type: InternalIP, address: %s}]}\n",
 			memNodeName(i), i, 'a'+rune(i%3), memNodeIP(i))
 	}
 	return b.String()
+}
+
+// eligibleMemNodes is how many of M1's Nodes load balancers are made from
+// before the one added during the run.
+func eligibleMemNodes() int {
+	if *memLBNodes < 0 {
+		return *memNodes
+	}
+	return min(*memLBNodes, *memNodes)
 }
 
 func memNodeName(i int) string { return fmt.Sprintf("mem-node-%05d", i) }
@@ -259,7 +287,8 @@ func createMemNode(ctx context.Context, client kubernetes.Interface, i int) erro
 		v1.LabelInstanceTypeStable: "m5.xlarge", v1.LabelOSStable: "linux", v1.LabelArchStable: "amd64",
 		"node-role.kubernetes.io/worker": "", "example.com/pool": "general",
 	}
-	if i >= *memLBNodes {
+	// The Node added during the run (i == *memNodes) is always eligible.
+	if *memLBNodes >= 0 && i >= *memLBNodes && i < *memNodes {
 		labels[v1.LabelNodeExcludeBalancers] = "true"
 	}
 	node := &v1.Node{
@@ -459,7 +488,8 @@ func printMemTable(w io.Writer, runs []memProcess, c cacheSize) error {
 		{"M1", "upstream", "ccmkit", "ccmkit / upstream"},
 		{"peak RSS (VmHWM)", mib(up.hwm), mib(ccm.hwm), ratio(up.hwm, ccm.hwm)},
 		{"RSS once converged (VmRSS)", mib(up.rss), mib(ccm.rss), ratio(up.rss, ccm.rss)},
-		{"EnsureLoadBalancer calls", fmt.Sprint(up.ensure), fmt.Sprint(ccm.ensure), "-"},
+		{"EnsureLoadBalancer calls", fmt.Sprint(up.calls["EnsureLoadBalancer"]), fmt.Sprint(ccm.calls["EnsureLoadBalancer"]), "-"},
+		{"UpdateLoadBalancer calls", fmt.Sprint(up.calls["UpdateLoadBalancer"]), fmt.Sprint(ccm.calls["UpdateLoadBalancer"]), "-"},
 	}
 	if err := writeRows(w, rows); err != nil {
 		return err
@@ -477,8 +507,9 @@ func printMemTable(w io.Writer, runs []memProcess, c cacheSize) error {
 		fmt.Fprintf(&b, "  %-30s %5.1f%%\n", f.part, 100*float64(f.bytes)/float64(max(total, 1)))
 	}
 	fmt.Fprintf(&b, "\nM1: %d Nodes (kubelet status: 50 images, 5 conditions, nodeInfo; %d eligible for load balancers), %d LoadBalancer\n"+
-		"Services applied with kubectl (no node ports); each binary alone, --leader-elect=false, client QPS 1000, 10 service workers, routes off,\n"+
-		"until every Service was ensured and load-balancer calls stopped for 5 s, then 10 s more.\n", *memNodes, *memLBNodes, *memServices)
+		"Services applied with kubectl (no node ports); load-balancer calls take %s. Each binary alone, --leader-elect=false, client QPS 1000,\n"+
+		"10 service workers, routes off: until every Service was ensured and load-balancer calls stopped for 5 s; then one eligible Node\n"+
+		"more, until every load balancer was updated and the calls stopped for 5 s; then 10 s more.\n", *memNodes, eligibleMemNodes(), *memServices, *memLatency)
 	fmt.Fprintf(&b, "MEASURED m1_vmhwm_upstream_mib=%d m1_vmhwm_ccmkit_mib=%d ratio=%s\n", up.hwm/1024, ccm.hwm/1024, ratio(up.hwm, ccm.hwm))
 	if _, err := io.WriteString(w, b.String()); err != nil {
 		return fmt.Errorf("printing the table: %w", err)
