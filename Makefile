@@ -52,7 +52,7 @@ e2e: testbin moto ## Run the e2e tests (real binary, real kube-apiserver; the fa
 	$(GO_TEST) -timeout $(TEST_TIMEOUT) -count=1 -v ./test/e2e/...
 
 .PHONY: bench
-bench: testbin ## Run the Go benchmarks and the ccmkit-vs-upstream harness, print their tables (about 37 minutes).
+bench: testbin ## Run the Go benchmarks and the ccmkit-vs-upstream harness, print their tables (about 40 minutes).
 	go test -run '^$$' -bench . -benchmem ./...
 	go test -tags bench -count=1 -timeout 30m -run '^TestNodeInitBench$$' -v ./test/bench/
 	go test -tags bench -count=1 -timeout 30m -run '^TestRouteBench$$' -v ./test/bench/
