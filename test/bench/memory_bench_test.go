@@ -288,7 +288,7 @@ func createMemNode(ctx context.Context, client kubernetes.Interface, i int) erro
 		"node-role.kubernetes.io/worker": "", "example.com/pool": "general",
 	}
 	// The Node added during the run (i == *memNodes) is always eligible.
-	if *memLBNodes >= 0 && i >= *memLBNodes && i < *memNodes {
+	if i >= eligibleMemNodes() && i < *memNodes {
 		labels[v1.LabelNodeExcludeBalancers] = "true"
 	}
 	node := &v1.Node{
